@@ -1,0 +1,46 @@
+// Package flowspec is ribkeeper's model of BGP FlowSpec rules (RFC 8955 for
+// IPv4, RFC 8956 for IPv6): value types, the wire codec, the operator text
+// syntax, and rule precedence.
+//
+// The package is the inner core of ribkeeper and imports only the standard
+// library. Its types follow net/netip: they are small comparable values that
+// can be used as map keys, their zero value is invalid, and once a value has
+// been constructed (by Parse or Decode*) encoding it cannot fail.
+//
+// A rule's identity is its Match: the address family plus the canonical NLRI
+// bytes. Two rules with equal Match values are the same rule; the Action is
+// what the rule does with the traffic it matches.
+package flowspec
+
+// Family is the address family of a FlowSpec rule. The zero value is invalid.
+type Family uint8
+
+const (
+	// IPv4 is AFI 1, SAFI 133 (RFC 8955).
+	IPv4 Family = 1
+	// IPv6 is AFI 2, SAFI 133 (RFC 8956).
+	IPv6 Family = 2
+)
+
+// Match is the match part of a rule: its family and its components in
+// canonical RFC 8955/8956 encoding. Match is comparable and is the key of a
+// rule everywhere in ribkeeper. The zero Match is invalid.
+type Match struct {
+	fam Family
+	// nlri holds the encoded components without the NLRI length prefix.
+	nlri string
+}
+
+// Action is the traffic action of a rule, carried as BGP extended
+// communities. It is stored in canonical form (the 8-byte extended
+// communities sorted and deduplicated), so two Actions are equal exactly when
+// they put the same communities on the wire. The zero Action is invalid.
+type Action struct {
+	ext string
+}
+
+// Rule is one FlowSpec rule: what it matches and what it does.
+type Rule struct {
+	Match  Match
+	Action Action
+}
