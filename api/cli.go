@@ -1,0 +1,333 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const cliUsage = `usage:
+  ribkeeper rule add [--ttl 10m] [--reason TEXT] 'match ... then ...'
+  ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--json]
+  ribkeeper rule show [--json] ID
+  ribkeeper rule withdraw ID
+  ribkeeper rib [--json]
+  ribkeeper peers [--json]
+`
+
+// Exit codes of RunCLI.
+const (
+	exitOK    = 0
+	exitError = 1 // the daemon said no, or could not be reached
+	exitUsage = 2
+)
+
+// errUsage marks a mistake in the command line; its message is printed with
+// the usage and the exit code is 2.
+type errUsage struct{ msg string }
+
+func (e errUsage) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
+
+// RunCLI runs a client subcommand ("rule ...", "rib", "peers"; args exclude
+// the program name) against the daemon at socketPath and returns the process
+// exit code: 0 ok, 1 the daemon returned an error or could not be reached,
+// 2 bad usage. Errors are one line on stderr, prefixed "ribkeeper: ".
+// Flags may come before or after positional arguments.
+func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
+	c := &cli{client: NewClient(socketPath, 0), stdout: stdout, stderr: stderr, now: time.Now}
+	err := c.run(ctx, args)
+	var ue errUsage
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		if ue.msg != "" {
+			fmt.Fprintf(stderr, "ribkeeper: %s\n", ue.msg)
+		}
+		fmt.Fprint(stderr, cliUsage)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "ribkeeper: %s\n", oneLine(err.Error()))
+		return exitError
+	}
+}
+
+type cli struct {
+	client *Client
+	stdout io.Writer
+	stderr io.Writer
+	now    func() time.Time
+}
+
+func (c *cli) run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("")
+	}
+	switch args[0] {
+	case "rule", "rules":
+		if len(args) < 2 {
+			return usagef("rule: missing subcommand (add, list, show, withdraw)")
+		}
+		switch args[1] {
+		case "add":
+			return c.ruleAdd(ctx, args[2:])
+		case "list", "ls":
+			return c.ruleList(ctx, args[2:])
+		case "show", "get":
+			return c.ruleShow(ctx, args[2:])
+		case "withdraw", "rm", "delete":
+			return c.ruleWithdraw(ctx, args[2:])
+		}
+		return usagef("rule: unknown subcommand %q", args[1])
+	case "rib":
+		return c.rib(ctx, args[1:])
+	case "peers":
+		return c.peers(ctx, args[1:])
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(c.stderr, cliUsage)
+		return flag.ErrHelp
+	}
+	return usagef("unknown command %q", args[0])
+}
+
+func (c *cli) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("ribkeeper "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by RunCLI
+	return fs
+}
+
+// parse parses flags anywhere among args and returns the positional
+// arguments; everything after "--" is positional.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+func (c *cli) ruleAdd(ctx context.Context, args []string) error {
+	fs := c.flagSet("rule add")
+	ttl := fs.String("ttl", "", "time to live, e.g. 10m (default: never expires)")
+	reason := fs.String("reason", "", "why the rule exists")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("rule add: missing the rule text 'match ... then ...'")
+	}
+	if *ttl != "" {
+		// Catch typos here, with the usage, before asking the daemon.
+		if d, err := time.ParseDuration(*ttl); err != nil || d <= 0 {
+			return usagef("rule add: --ttl %q is not a positive duration such as 10m or 1h30m", *ttl)
+		}
+	}
+	// Unquoted rule text arrives as several words.
+	text := strings.Join(pos, " ")
+	r, created, err := c.client.AddRule(ctx, AddRuleRequest{Text: text, TTL: *ttl, Reason: *reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, r.ID)
+	verb := "updated"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(c.stderr, "%s rule %d: %s\n", verb, r.ID, r.Text)
+	return nil
+}
+
+func (c *cli) ruleList(ctx context.Context, args []string) error {
+	fs := c.flagSet("rule list")
+	asJSON := fs.Bool("json", false, "print JSON")
+	state := fs.String("state", "", "only rules in this state")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("rule list: unexpected argument %q", pos[0])
+	}
+	rules, err := c.client.ListRules(ctx, *state)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(ruleList{Rules: nonNil(rules)})
+	}
+	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
+	now := c.now()
+	for _, r := range rules {
+		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Family, r.Text, expiresIn(r.ExpiresAt, now), yesNo(r.Announced), r.Reason)
+	}
+	return t.flush()
+}
+
+func (c *cli) ruleShow(ctx context.Context, args []string) error {
+	fs := c.flagSet("rule show")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID("rule show", pos)
+	if err != nil {
+		return err
+	}
+	r, err := c.client.GetRule(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(r)
+	}
+	now := c.now()
+	expires := "never"
+	if r.ExpiresAt != nil {
+		expires = fmt.Sprintf("%s (%s)", r.ExpiresAt.Local().Format(time.RFC3339), expiresIn(r.ExpiresAt, now))
+	}
+	sites := "all"
+	if len(r.Sites) > 0 {
+		sites = strings.Join(r.Sites, ", ")
+	}
+	lastErr := r.LastError
+	if lastErr == "" {
+		lastErr = "-"
+	}
+	t := newTable(c.stdout)
+	t.row("id:", strconv.FormatInt(r.ID, 10))
+	t.row("state:", r.State)
+	t.row("family:", r.Family)
+	t.row("rule:", r.Text)
+	t.row("match:", r.Match)
+	t.row("action:", r.Action)
+	t.row("reason:", r.Reason)
+	t.row("actor:", r.Actor)
+	t.row("sites:", sites)
+	t.row("created:", r.CreatedAt.Local().Format(time.RFC3339))
+	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
+	t.row("expires:", expires)
+	t.row("announced:", yesNo(r.Announced))
+	t.row("last error:", lastErr)
+	return t.flush()
+}
+
+func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
+	fs := c.flagSet("rule withdraw")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID("rule withdraw", pos)
+	if err != nil {
+		return err
+	}
+	r, err := c.client.WithdrawRule(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, r.State)
+	return nil
+}
+
+func (c *cli) rib(ctx context.Context, args []string) error {
+	fs := c.flagSet("rib")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("rib: unexpected argument %q", pos[0])
+	}
+	paths, err := c.client.RIB(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(pathList{Paths: nonNil(paths)})
+	}
+	t := newTable(c.stdout, "FAMILY", "MATCH", "ACTION")
+	for _, p := range paths {
+		t.row(p.Family, p.Match, p.Action)
+	}
+	return t.flush()
+}
+
+func (c *cli) peers(ctx context.Context, args []string) error {
+	fs := c.flagSet("peers")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("peers: unexpected argument %q", pos[0])
+	}
+	peers, err := c.client.Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(peerList{Peers: nonNil(peers)})
+	}
+	t := newTable(c.stdout, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FAMILIES")
+	for _, p := range peers {
+		uptime := "-"
+		if p.UptimeSeconds > 0 {
+			uptime = shortDuration(time.Duration(p.UptimeSeconds) * time.Second)
+		}
+		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
+			strconv.Itoa(p.Sent), strings.Join(p.Families, ","))
+	}
+	return t.flush()
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func oneID(cmd string, pos []string) (int64, error) {
+	if len(pos) != 1 {
+		return 0, usagef("%s: want exactly one rule ID, got %d arguments", cmd, len(pos))
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("%s: %q is not a rule ID", cmd, pos[0])
+	}
+	return id, nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

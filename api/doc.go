@@ -1,0 +1,43 @@
+// Package api is ribkeeper's HTTP JSON API, the control socket it is served
+// on, and the client and CLI ("ribkeeper rule ...", "ribkeeper rib") that
+// operators use to talk to it.
+//
+// The API is served on a unix socket (mode 0600). Every request made over
+// the socket acts as actor "cli". Bodies are JSON, at most 1 MiB by default.
+//
+// # Routes
+//
+//	POST   /v1/rules               add or update a rule (upsert by match)
+//	       body {"text": "match ... then ...", "ttl": "10m", "reason": "...", "sites": ["par1"]}
+//	       ttl is a Go duration, optional (no ttl: never expires), positive;
+//	       sites is optional (absent or empty: every site).
+//	       201 Created with the rule when new, 200 OK with the rule when a
+//	       rule with the same match existed (same id, action/ttl/reason updated).
+//	GET    /v1/rules[?state=S]      {"rules": [rule...]}, newest first; S is one of
+//	                                active, withdrawing, withdrawn, expired (default: all)
+//	GET    /v1/rules/{id}           the rule
+//	DELETE /v1/rules/{id}           ask for the rule to be withdrawn: 202 Accepted with
+//	                                the rule (state "withdrawing" until the path is gone)
+//	GET    /v1/rib                  {"paths": [path...]}: the FlowSpec paths this
+//	                                process has in its BGP RIB (the mirror), i.e.
+//	                                actual state; 503 until the mirror is ready
+//	GET    /v1/peers                {"peers": [peer...]}: BGP neighbors and session state
+//
+// A rule is
+//
+//	{"id": 12, "family": "ipv4-flowspec",
+//	 "text": "match destination 203.0.113.7/32 then discard",
+//	 "match": "destination 203.0.113.7/32", "action": "discard",
+//	 "reason": "...", "actor": "cli", "sites": [],
+//	 "state": "active|withdrawing|withdrawn|expired",
+//	 "created_at": "RFC 3339", "updated_at": "RFC 3339",
+//	 "expires_at": "RFC 3339 (absent: never)",
+//	 "announced": true, "last_error": ""}
+//
+// Every error, whatever the route, is
+//
+//	{"error": {"code": "invalid_rule", "message": "...", "field": "text", "column": 19}}
+//
+// where field and column are present when they apply. Codes are stable (see
+// the Code* constants); messages are for people.
+package api

@@ -1,0 +1,131 @@
+package api
+
+import (
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// AddRuleRequest is the body of POST /v1/rules.
+type AddRuleRequest struct {
+	Text   string   `json:"text"`             // "match ... then ..."
+	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m"; empty: never expires
+	Reason string   `json:"reason,omitempty"` // free text
+	Sites  []string `json:"sites,omitempty"`  // empty: every site
+}
+
+// Rule is a stored rule as the API shows it.
+type Rule struct {
+	ID     int64  `json:"id"`
+	Family string `json:"family"`
+	Text   string `json:"text"`
+	Match  string `json:"match"`
+	Action string `json:"action"`
+	Reason string `json:"reason"`
+	Actor  string `json:"actor"`
+	// Sites lists the sites the rule targets; empty means every site.
+	Sites []string `json:"sites"`
+	// State is active, withdrawing (an operator withdrew it and the path is
+	// not gone yet), withdrawn or expired.
+	State     string     `json:"state"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"` // nil: never
+	Announced bool       `json:"announced"`
+	LastError string     `json:"last_error"`
+}
+
+// StateWithdrawing is the state shown for an active rule whose withdrawal was
+// requested and not yet seen in the RIB.
+const StateWithdrawing = "withdrawing"
+
+// Path is one FlowSpec path in the RIB mirror.
+type Path struct {
+	Family string `json:"family"`
+	Match  string `json:"match"`
+	Action string `json:"action"`
+	Text   string `json:"text"` // "match ... then ..."
+}
+
+// Peer is one BGP neighbor.
+type Peer struct {
+	Address       string   `json:"address"`
+	ASN           uint32   `json:"asn"`
+	State         string   `json:"state"`
+	UptimeSeconds int64    `json:"uptime_seconds"`
+	Families      []string `json:"families"`
+	Sent          int      `json:"sent"`
+}
+
+type ruleList struct {
+	Rules []Rule `json:"rules"`
+}
+
+type pathList struct {
+	Paths []Path `json:"paths"`
+}
+
+type peerList struct {
+	Peers []Peer `json:"peers"`
+}
+
+func ruleFromStore(r store.Rule) Rule {
+	text := r.Text
+	if text == "" {
+		text = r.Rule.String()
+	}
+	state := string(r.State)
+	if r.State == store.Active && r.WithdrawRequested {
+		state = StateWithdrawing
+	}
+	sites := r.Sites
+	if sites == nil {
+		sites = []string{}
+	}
+	out := Rule{
+		ID:        r.ID,
+		Family:    r.Rule.Match.Family().String(),
+		Text:      text,
+		Match:     r.Rule.Match.String(),
+		Action:    r.Rule.Action.String(),
+		Reason:    r.Reason,
+		Actor:     r.Actor,
+		Sites:     sites,
+		State:     state,
+		CreatedAt: r.CreatedAt,
+		UpdatedAt: r.UpdatedAt,
+		Announced: r.Announced,
+		LastError: r.LastError,
+	}
+	if !r.ExpiresAt.IsZero() {
+		t := r.ExpiresAt
+		out.ExpiresAt = &t
+	}
+	return out
+}
+
+func pathFromRIB(m flowspec.Match, a flowspec.Action) Path {
+	return Path{
+		Family: m.Family().String(),
+		Match:  m.String(),
+		Action: a.String(),
+		Text:   flowspec.Rule{Match: m, Action: a}.String(),
+	}
+}
+
+func peerFromBGP(p bgp.PeerStatus) Peer {
+	fams := p.Families
+	if fams == nil {
+		fams = []string{}
+	}
+	return Peer{
+		Address:       p.Address,
+		ASN:           p.ASN,
+		State:         p.State,
+		UptimeSeconds: int64(p.Uptime.Seconds()),
+		Families:      fams,
+		Sent:          p.Sent,
+	}
+}
