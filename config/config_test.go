@@ -1,0 +1,120 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+func TestExampleLoads(t *testing.T) {
+	cfg, err := Load("../config.example.toml")
+	if err != nil {
+		t.Fatalf("config.example.toml: %v", err)
+	}
+	if cfg.BGP.ASN != 65000 || cfg.BGP.ListenPort != 1790 || cfg.BGP.RouterID != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("bgp = %+v", cfg.BGP)
+	}
+	if len(cfg.Neighbors) != 1 || cfg.Neighbors[0].Address != netip.MustParseAddr("127.0.0.2") || cfg.Neighbors[0].Port != 1790 {
+		t.Fatalf("neighbors = %+v", cfg.Neighbors)
+	}
+	if got := cfg.Neighbors[0].Families; len(got) != 2 || got[0] != flowspec.IPv4 || got[1] != flowspec.IPv6 {
+		t.Errorf("families = %v", got)
+	}
+	if cfg.Store.Driver != "sqlite" || !strings.HasPrefix(cfg.Store.Path, "./data/") || !strings.HasPrefix(cfg.API.Socket, "./data/") {
+		t.Errorf("store/api = %+v %+v", cfg.Store, cfg.API)
+	}
+	if cfg.Reconcile.ResyncInterval != 5*time.Minute || cfg.Site != "lab" {
+		t.Errorf("reconcile/site = %+v %q", cfg.Reconcile, cfg.Site)
+	}
+}
+
+const minimal = `
+[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+`
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse("m.toml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BGP.ListenPort != 179 || cfg.Store.Driver != "sqlite" || cfg.Site != DefaultSite ||
+		cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.Reconcile.MaxWithdrawPerPass != DefaultMaxWithdraw {
+		t.Errorf("defaults: %+v", cfg)
+	}
+}
+
+// Each bad file must fail with an error naming the key and its line.
+func TestErrorsNameKeyAndLine(t *testing.T) {
+	cases := []struct {
+		name, text, key string
+		line            int
+		msg             string
+	}{
+		{"unknown top key", "sitee = \"x\"\n" + minimal, "sitee", 1, "unknown key"},
+		{"unknown nested key", minimal + "listen_prot = 1\n", "bgp.listen_prot", 5, "unknown key"},
+		{"unknown neighbor key", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\nasnn = 2\n", "neighbor.asnn", 8, "unknown key"},
+		{"bad asn", "[bgp]\nasn = 4294967296\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 2, "AS number"},
+		{"as_trans", "[bgp]\nasn = 23456\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 2, "AS_TRANS"},
+		{"missing asn", "[bgp]\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 1, "missing"},
+		{"bad router id", "[bgp]\nasn = 1\nrouter_id = \"::1\"\n", "bgp.router_id", 3, "IPv4"},
+		{"bad port", minimal + "listen_port = 70000\n", "bgp.listen_port", 5, "TCP port"},
+		{"bad neighbor address", minimal + "[[neighbor]]\naddress = \"10.0.0.300\"\nasn = 1\n", "neighbor.0.address", 6, "not an IP address"},
+		{"duplicate neighbor", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\n[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 2\n", "neighbor.1.address", 9, "twice"},
+		{"bad family", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\nfamilies = [\"l2vpn\"]\n", "neighbor.0.families", 8, "family"},
+		{"bad driver", minimal + "[store]\ndriver = \"mysql\"\n", "store.driver", 6, "store driver"},
+		{"bad duration", minimal + "[reconcile]\nresync_interval = \"soon\"\n", "reconcile.resync_interval", 6, "duration"},
+		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
+		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("f.toml", []byte(c.text))
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("err = %v, want Errors", err)
+			}
+			var hit *Error
+			for _, e := range es {
+				if e.Key == c.key || c.key == "" {
+					hit = e
+					break
+				}
+			}
+			if hit == nil {
+				t.Fatalf("no error for key %q in:\n%v", c.key, err)
+			}
+			if hit.Line != c.line {
+				t.Errorf("line = %d, want %d (%v)", hit.Line, c.line, hit)
+			}
+			if !strings.Contains(hit.Error(), c.msg) || !strings.HasPrefix(hit.Error(), "f.toml:") {
+				t.Errorf("message %q lacks %q", hit.Error(), c.msg)
+			}
+		})
+	}
+}
+
+func TestPostgresDSNFromEnv(t *testing.T) {
+	t.Setenv(DSNEnv, "postgres://x@127.0.0.1/rk")
+	cfg, err := Parse("p.toml", []byte(minimal+"[store]\ndriver = \"postgres\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Store.DSN != "postgres://x@127.0.0.1/rk" {
+		t.Errorf("dsn = %q", cfg.Store.DSN)
+	}
+	os.Unsetenv(DSNEnv)
+}
+
+func TestMissingFile(t *testing.T) {
+	_, err := Load("/nonexistent/ribkeeper.toml")
+	if err == nil || !strings.Contains(err.Error(), "--config") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,318 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// Defaults applied where the file is silent.
+const (
+	DefaultSite           = "default"
+	DefaultListenPort     = 179
+	DefaultResyncInterval = 5 * time.Minute
+	DefaultMaxWithdraw    = 10000
+)
+
+// file mirrors the TOML layout. Values stay in their textual form here and
+// are converted and validated in one place, where errors can name the key.
+type file struct {
+	Site string `toml:"site"`
+	Log  struct {
+		Level  string `toml:"level"`
+		Format string `toml:"format"`
+	} `toml:"log"`
+	BGP struct {
+		ASN             int64    `toml:"asn"`
+		RouterID        string   `toml:"router_id"`
+		ListenAddresses []string `toml:"listen_addresses"`
+		ListenPort      *int64   `toml:"listen_port"`
+	} `toml:"bgp"`
+	Neighbors []struct {
+		Address      string   `toml:"address"`
+		ASN          int64    `toml:"asn"`
+		Port         int64    `toml:"port"`
+		LocalAddress string   `toml:"local_address"`
+		Families     []string `toml:"families"`
+		Passive      bool     `toml:"passive"`
+		Description  string   `toml:"description"`
+	} `toml:"neighbor"`
+	Store struct {
+		Driver string `toml:"driver"`
+		Path   string `toml:"path"`
+		DSN    string `toml:"dsn"`
+	} `toml:"store"`
+	API struct {
+		Socket string `toml:"socket"`
+	} `toml:"api"`
+	Reconcile struct {
+		ResyncInterval     string `toml:"resync_interval"`
+		DryRun             bool   `toml:"dry_run"`
+		MaxWithdrawPerPass *int64 `toml:"max_withdraw_per_pass"`
+	} `toml:"reconcile"`
+}
+
+// Load reads and validates the file at path. The error, if any, is an
+// Errors value listing every problem found.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w (pass an existing file with --config)", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse validates data as the contents of the file name.
+func Parse(name string, data []byte) (*Config, error) {
+	var f file
+	md, err := toml.Decode(string(data), &f)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			return nil, Errors{{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
+		}
+		return nil, Errors{decodeError(name, err)}
+	}
+	v := &validator{file: name, lines: indexLines(string(data))}
+	for _, k := range md.Undecoded() {
+		v.add(k.String(), "unknown key; check its spelling and section against config.example.toml")
+	}
+	cfg := v.build(&f)
+	if len(v.errs) > 0 {
+		return nil, v.errs
+	}
+	return cfg, nil
+}
+
+type validator struct {
+	file  string
+	lines map[string]int
+	errs  Errors
+}
+
+func (v *validator) add(key, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// line finds where key is written. Keys of array tables are tried with their
+// index first ("neighbor.1.asn"), then without it, then their parents.
+func (v *validator) line(key string) int {
+	for k := key; k != ""; {
+		if n, ok := v.lines[k]; ok {
+			return n
+		}
+		if n, ok := v.lines[stripIndexes(k)]; ok {
+			return n
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return 0
+}
+
+func (v *validator) build(f *file) *Config {
+	c := &Config{File: v.file}
+
+	c.Site = f.Site
+	if c.Site == "" {
+		c.Site = DefaultSite
+	} else if !validName(c.Site) {
+		v.add("site", "%q is not a valid site name: use letters, digits, '-', '_' or '.'", c.Site)
+	}
+
+	c.Log.Level = strings.ToLower(orDefault(f.Log.Level, "info"))
+	switch c.Log.Level {
+	case "trace", "debug", "info", "warn", "error":
+	default:
+		v.add("log.level", "%q is not a log level: use trace, debug, info, warn or error", f.Log.Level)
+	}
+	c.Log.Format = strings.ToLower(orDefault(f.Log.Format, "text"))
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		v.add("log.format", "%q is not a log format: use \"text\" or \"json\"", f.Log.Format)
+	}
+
+	// [bgp]
+	if f.BGP.ASN == 0 {
+		v.add("bgp.asn", "missing: set the local AS number, e.g. asn = 65000")
+	} else if asn, ok := v.asn("bgp.asn", f.BGP.ASN); ok {
+		c.BGP.ASN = asn
+	}
+	if f.BGP.RouterID == "" {
+		v.add("bgp.router_id", "missing: set an IPv4 router id, e.g. router_id = \"192.0.2.1\"")
+	} else if a, err := netip.ParseAddr(f.BGP.RouterID); err != nil || !a.Is4() {
+		v.add("bgp.router_id", "%q is not an IPv4 address; the BGP router id is written as one", f.BGP.RouterID)
+	} else {
+		c.BGP.RouterID = a
+	}
+	for i, s := range f.BGP.ListenAddresses {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			v.add("bgp.listen_addresses", "entry %d, %q, is not an IP address", i+1, s)
+			continue
+		}
+		c.BGP.ListenAddresses = append(c.BGP.ListenAddresses, a)
+	}
+	c.BGP.ListenPort = DefaultListenPort
+	if f.BGP.ListenPort != nil {
+		p := *f.BGP.ListenPort
+		if p != -1 && (p < 1 || p > 65535) {
+			v.add("bgp.listen_port", "%d is not a TCP port: use 1-65535, or -1 to accept no incoming sessions", p)
+		} else {
+			c.BGP.ListenPort = int32(p)
+		}
+	}
+
+	// [[neighbor]]
+	seen := map[netip.Addr]int{}
+	for i, n := range f.Neighbors {
+		key := func(k string) string { return "neighbor." + strconv.Itoa(i) + "." + k }
+		var nb Neighbor
+		a, err := netip.ParseAddr(n.Address)
+		switch {
+		case n.Address == "":
+			v.add(key("address"), "missing: set the neighbor's IP address")
+		case err != nil || a.Zone() != "":
+			v.add(key("address"), "%q is not an IP address", n.Address)
+		default:
+			nb.Address = a
+			if j, dup := seen[a]; dup {
+				v.add(key("address"), "neighbor %s is configured twice (also neighbor %d): remove one", a, j+1)
+			}
+			seen[a] = i
+		}
+		if n.ASN == 0 {
+			v.add(key("asn"), "missing: set the neighbor's AS number")
+		} else if asn, ok := v.asn(key("asn"), n.ASN); ok {
+			nb.ASN = asn
+		}
+		switch {
+		case n.Port == 0:
+			nb.Port = 179
+		case n.Port < 1 || n.Port > 65535:
+			v.add(key("port"), "%d is not a TCP port: use 1-65535 (default 179)", n.Port)
+		default:
+			nb.Port = uint16(n.Port)
+		}
+		if n.LocalAddress != "" {
+			la, err := netip.ParseAddr(n.LocalAddress)
+			if err != nil || la.Zone() != "" {
+				v.add(key("local_address"), "%q is not an IP address", n.LocalAddress)
+			} else if nb.Address.IsValid() && la.Is4() != nb.Address.Is4() {
+				v.add(key("local_address"), "%s and the neighbor address %s are of different families", la, nb.Address)
+			} else {
+				nb.LocalAddress = la
+			}
+		}
+		if len(n.Families) == 0 {
+			nb.Families = []flowspec.Family{flowspec.IPv4, flowspec.IPv6}
+		}
+		for _, s := range n.Families {
+			fam, err := flowspec.ParseFamily(s)
+			if err != nil {
+				v.add(key("families"), "%q is not a supported family: use \"ipv4-flowspec\" or \"ipv6-flowspec\"", s)
+				continue
+			}
+			nb.Families = append(nb.Families, fam)
+		}
+		nb.Passive = n.Passive
+		nb.Description = n.Description
+		c.Neighbors = append(c.Neighbors, nb)
+	}
+
+	// [store]
+	c.Store.Driver = strings.ToLower(orDefault(f.Store.Driver, "sqlite"))
+	switch c.Store.Driver {
+	case "sqlite":
+		c.Store.Path = orDefault(f.Store.Path, filepath.Join("data", "ribkeeper.db"))
+		if f.Store.DSN != "" {
+			v.add("store.dsn", "set only with driver = \"postgres\"")
+		}
+	case "postgres":
+		c.Store.DSN = f.Store.DSN
+		if c.Store.DSN == "" {
+			c.Store.DSN = os.Getenv(DSNEnv)
+		}
+		if c.Store.DSN == "" {
+			v.add("store.dsn", "missing: set dsn, or the environment variable %s, to a PostgreSQL connection string", DSNEnv)
+		}
+		if f.Store.Path != "" {
+			v.add("store.path", "set only with driver = \"sqlite\"")
+		}
+	default:
+		v.add("store.driver", "%q is not a store driver: use \"sqlite\" or \"postgres\"", f.Store.Driver)
+	}
+
+	// [api]
+	c.API.Socket = orDefault(f.API.Socket, filepath.Join("data", "ribkeeper.sock"))
+
+	// [reconcile]
+	c.Reconcile.ResyncInterval = DefaultResyncInterval
+	if s := f.Reconcile.ResyncInterval; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Second {
+			v.add("reconcile.resync_interval", "%q is not a duration of at least 1s (e.g. \"5m\")", s)
+		} else {
+			c.Reconcile.ResyncInterval = d
+		}
+	}
+	c.Reconcile.DryRun = f.Reconcile.DryRun
+	c.Reconcile.MaxWithdrawPerPass = DefaultMaxWithdraw
+	if p := f.Reconcile.MaxWithdrawPerPass; p != nil {
+		if *p < 0 {
+			v.add("reconcile.max_withdraw_per_pass", "%d is negative: use 0 for no cap, or a positive number", *p)
+		} else {
+			c.Reconcile.MaxWithdrawPerPass = int(*p)
+		}
+	}
+	return c
+}
+
+func (v *validator) asn(key string, n int64) (uint32, bool) {
+	if n < 1 || n > 4294967295 || n == 23456 {
+		v.add(key, "%d is not a usable AS number: use 1-4294967295 (not 23456, AS_TRANS)", n)
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// typeErr matches the wording BurntSushi/toml uses for values of the wrong
+// type, which it reports as plain errors rather than ParseError.
+var typeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
+
+func decodeError(name string, err error) *Error {
+	m := typeErr.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	return &Error{File: name, Line: line, Key: m[2], Msg: m[3]}
+}

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+)
+
+// binary is the ribkeeper executable built once by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ribkeeper-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "ribkeeper")
+	build := exec.Command("go", "build", "-o", binary, "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ribkeeper:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is one ribkeeper process under test, restartable on the same
+// configuration and database.
+type daemon struct {
+	t      testing.TB
+	dir    string
+	conf   string
+	socket string
+	cmd    *exec.Cmd
+	log    *os.File
+}
+
+// setup starts a BIRD on 127.0.0.2 and a ribkeeper on 127.0.0.1 peering
+// with it, and waits until the session is established.
+func setup(t *testing.T) (*daemon, *birdtest.Router) {
+	t.Helper()
+	birdtest.Binary(t)
+	rkPort := birdtest.FreePort(t, "127.0.0.1")
+	birdPort := birdtest.FreePort(t, "127.0.0.2")
+	bird := birdtest.Start(t, birdtest.Options{
+		Address: "127.0.0.2", Port: birdPort, ASN: 65001,
+		Peers: []birdtest.Peer{{Address: "127.0.0.1", Port: rkPort, ASN: 65000}},
+	})
+	dir := t.TempDir()
+	d := &daemon{t: t, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
+	conf := fmt.Sprintf(`site = "e2e"
+[log]
+level = "debug"
+[bgp]
+asn = 65000
+router_id = "127.0.0.1"
+listen_addresses = ["127.0.0.1"]
+listen_port = %d
+[[neighbor]]
+address = "127.0.0.2"
+asn = 65001
+port = %d
+local_address = "127.0.0.1"
+families = ["ipv4-flowspec", "ipv6-flowspec"]
+[store]
+path = %q
+[api]
+socket = %q
+`, rkPort, birdPort, filepath.Join(dir, "rk.db"), d.socket)
+	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.start()
+	t.Cleanup(d.stop)
+	waitFor(t, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+	return d, bird
+}
+
+func (d *daemon) start() {
+	d.t.Helper()
+	var err error
+	d.log, err = os.OpenFile(filepath.Join(d.dir, "ribkeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd = exec.Command(binary, "serve", "--config", d.conf)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatalf("start ribkeeper: %v", err)
+	}
+	waitFor(d.t, 15*time.Second, "ribkeeper control socket answering", func() bool {
+		_, _, code := d.cli("rule", "list")
+		return code == 0
+	})
+}
+
+// kill stops the daemon with SIGKILL: no clean shutdown, no withdrawals.
+func (d *daemon) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.log.Close()
+}
+
+func (d *daemon) stop() {
+	if d.cmd.ProcessState == nil {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { d.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			d.t.Errorf("ribkeeper did not stop within 10s of SIGTERM")
+			d.cmd.Process.Kill()
+			<-done
+		}
+		d.log.Close()
+	}
+	if d.t.Failed() {
+		if b, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log")); err == nil {
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			d.t.Logf("ribkeeper log:\n%s", strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// cli runs a ribkeeper client command against this daemon.
+func (d *daemon) cli(args ...string) (stdout, stderr string, code int) {
+	cmd := exec.Command(binary, append([]string{args[0], "--socket", d.socket}, args[1:]...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return o.String(), e.String(), code
+}
+
+// mustCLI runs a client command that must succeed and returns its stdout.
+func (d *daemon) mustCLI(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.cli(args...)
+	if code != 0 {
+		d.t.Fatalf("ribkeeper %s: exit %d: %s%s", strings.Join(args, " "), code, errOut, out)
+	}
+	return out
+}
+
+// addRule adds a rule through the CLI and returns its id.
+func (d *daemon) addRule(args ...string) string {
+	d.t.Helper()
+	id := strings.TrimSpace(d.mustCLI(append([]string{"rule", "add"}, args...)...))
+	if id == "" {
+		d.t.Fatalf("rule add %v printed no id", args)
+	}
+	return id
+}
+
+// show returns a rule as the API's JSON object.
+func (d *daemon) show(id string) map[string]any {
+	d.t.Helper()
+	var m map[string]any
+	out := d.mustCLI("rule", "show", id, "--json")
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		d.t.Fatalf("rule show %s --json: %v: %s", id, err, out)
+	}
+	return m
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
