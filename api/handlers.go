@@ -65,7 +65,7 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 // request validated) before anything is stored.
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req AddRuleRequest
-	if err := decodeJSON(r, &req, s.opts.MaxBodyBytes); err != nil {
+	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
 	text := strings.TrimSpace(req.Text)
@@ -90,7 +90,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 		if d <= 0 {
 			return 0, nil, newError(http.StatusBadRequest, CodeInvalidTTL, "ttl", "ttl must be positive, got %q", req.TTL)
 		}
-		expires = s.opts.Now().Add(d)
+		expires = s.opts.now().Add(d)
 	}
 	if err := checkSites(req.Sites); err != nil {
 		return 0, nil, err

@@ -59,12 +59,12 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // so, otherwise when the handler reads past it (decodeJSON reports 413).
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opts.MaxBodyBytes {
+		if r.ContentLength > s.opts.maxBodyBytes {
 			w.Header().Set("Connection", "close")
-			writeError(w, errBodyTooLarge(s.opts.MaxBodyBytes))
+			writeError(w, errBodyTooLarge(s.opts.maxBodyBytes))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.maxBodyBytes)
 		next.ServeHTTP(w, r)
 	})
 }

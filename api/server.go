@@ -35,22 +35,50 @@ type RIB interface {
 	Peers(ctx context.Context) ([]bgp.PeerStatus, error)
 }
 
-// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is 0.
+// DefaultMaxBodyBytes is the default request body limit.
 const DefaultMaxBodyBytes = 1 << 20
 
 // socketActor is the actor recorded for every change made over the control
 // socket: whoever can open the socket is the local operator.
 const socketActor = "cli"
 
-// Options tunes a Server; the zero value is ready to use.
-type Options struct {
-	// MaxBodyBytes limits request bodies; larger ones get 413. 0: DefaultMaxBodyBytes.
-	MaxBodyBytes int64
-	// ShutdownTimeout bounds how long Serve waits for in-flight requests
-	// once its context is done. 0: 5 s.
-	ShutdownTimeout time.Duration
-	// Now is the clock used to turn a TTL into an expiry time. nil: time.Now.
-	Now func() time.Time
+// Option tunes a Server.
+type Option func(*options)
+
+type options struct {
+	maxBodyBytes    int64
+	shutdownTimeout time.Duration
+	now             func() time.Time
+}
+
+// WithMaxBodyBytes limits request bodies (default DefaultMaxBodyBytes);
+// larger ones get 413 body_too_large.
+func WithMaxBodyBytes(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxBodyBytes = n
+		}
+	}
+}
+
+// WithShutdownTimeout bounds how long Serve waits for in-flight requests
+// once its context is done (default 5 s).
+func WithShutdownTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.shutdownTimeout = d
+		}
+	}
+}
+
+// WithClock sets the clock that turns a TTL into an expiry time (default
+// time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
 }
 
 // Server serves the HTTP JSON API.
@@ -58,25 +86,20 @@ type Server struct {
 	log     hclog.Logger
 	rules   Rules
 	rib     RIB
-	opts    Options
+	opts    options
 	handler http.Handler
 }
 
 // New returns a Server over rules and rib. A nil log discards logs.
-func New(log hclog.Logger, rules Rules, rib RIB, opts Options) *Server {
+func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	o := options{maxBodyBytes: DefaultMaxBodyBytes, shutdownTimeout: 5 * time.Second, now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	if opts.ShutdownTimeout <= 0 {
-		opts.ShutdownTimeout = 5 * time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	s := &Server{log: log, rules: rules, rib: rib, opts: opts}
+	s := &Server{log: log, rules: rules, rib: rib, opts: o}
 	s.handler = s.routes()
 	return s
 }
@@ -87,7 +110,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve listens on the unix socket at socketPath and serves the API until
 // ctx is done, then shuts down gracefully (in-flight requests may finish
-// within Options.ShutdownTimeout) and removes the socket file. It creates
+// within the shutdown timeout) and removes the socket file. It creates
 // the socket's directory if needed, replaces a stale socket file, and
 // refuses to start if another process is listening on socketPath or if
 // socketPath is not a socket.
@@ -115,7 +138,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return fmt.Errorf("api: serving %s: %w", socketPath, err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.shutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
 		s.log.Warn("in-flight requests did not finish; closing", "error", err)
