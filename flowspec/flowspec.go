@@ -36,7 +36,8 @@ type Match struct {
 // communities sorted and deduplicated), so two Actions are equal exactly when
 // they put the same communities on the wire. The zero Action is invalid.
 type Action struct {
-	ext string
+	ext  string // 8-byte extended communities, sorted, deduplicated
+	ext6 string // 20-byte IPv6-address-specific ones (RFC 5701), sorted, deduplicated
 }
 
 // Rule is one FlowSpec rule: what it matches and what it does.
