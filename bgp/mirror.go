@@ -1,0 +1,333 @@
+package bgp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// mirror is the in-memory copy of every locally originated FlowSpec path
+// in GoBGP's RIB, ours or added by anyone else through GoBGP (those are
+// orphans for the reconciler to withdraw). It is fed by a BEST-path watch
+// and read without a round trip into GoBGP's server loop.
+type mirror struct {
+	mu     sync.RWMutex
+	ready  bool
+	closed bool // after Stop: late watch events are dropped
+	paths  map[flowspec.Match]flowspec.Action
+	// undecodable counts local FlowSpec paths whose NLRI flowspec cannot
+	// decode; they cannot be keyed, so they are only logged and counted.
+	undecodable int
+	byFamily    map[flowspec.Family]int
+	readyCh     chan struct{}
+}
+
+func (m *mirror) init() {
+	m.paths = make(map[flowspec.Match]flowspec.Action)
+	m.byFamily = make(map[flowspec.Family]int)
+	m.readyCh = make(chan struct{})
+}
+
+func (m *mirror) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ready = false
+	m.closed = true
+	clear(m.paths)
+	clear(m.byFamily)
+}
+
+// counts returns the number of mirrored paths per family.
+func (m *mirror) counts() map[flowspec.Family]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return maps.Clone(m.byFamily)
+}
+
+// Paths calls fn for every locally originated FlowSpec path in the mirror;
+// ok is false (and fn is not called) until the mirror is initialised, and
+// again after Stop. fn runs under the mirror's read lock: it must be quick
+// and must not call back into the speaker.
+func (s *Speaker) Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool) {
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	if !s.mirror.ready {
+		return false
+	}
+	for m, a := range s.mirror.paths {
+		fn(m, a)
+	}
+	return true
+}
+
+// Lookup returns the action of the local path for m, if the mirror has one.
+func (s *Speaker) Lookup(m flowspec.Match) (flowspec.Action, bool) {
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	a, ok := s.mirror.paths[m]
+	return a, ok
+}
+
+// Len returns the number of paths in the mirror.
+func (s *Speaker) Len() int {
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	return len(s.mirror.paths)
+}
+
+// RIB returns a copy of the mirror sorted by family and NLRI bytes (for
+// `ribkeeper rib`); ok is false until the mirror is initialised.
+func (s *Speaker) RIB() (rules []flowspec.Rule, ok bool) {
+	s.mirror.mu.RLock()
+	if !s.mirror.ready {
+		s.mirror.mu.RUnlock()
+		return nil, false
+	}
+	rules = make([]flowspec.Rule, 0, len(s.mirror.paths))
+	for m, a := range s.mirror.paths {
+		rules = append(rules, flowspec.Rule{Match: m, Action: a})
+	}
+	s.mirror.mu.RUnlock()
+
+	keys := make(map[flowspec.Match][]byte, len(rules))
+	for _, r := range rules {
+		keys[r.Match] = r.Match.AppendTo(nil)
+	}
+	slices.SortFunc(rules, func(a, b flowspec.Rule) int {
+		if a.Match.Family() != b.Match.Family() {
+			return int(a.Match.Family()) - int(b.Match.Family())
+		}
+		return bytes.Compare(keys[a.Match], keys[b.Match])
+	})
+	return rules, true
+}
+
+// watchRIB registers the BEST-path watch with Init and waits until its
+// snapshot is in the mirror.
+//
+// Why the first callback is the complete snapshot (GoBGP v3.37.0,
+// server.go watch()): one server-loop step registers the watcher and queues
+// the snapshot (GetBestPathList of every family) as one event on the
+// watcher's FIFO; any later change is queued after it. With BatchSize 0 the
+// snapshot is delivered in a single callback, even when empty. The callback
+// runs on the watch's own goroutine, so WatchEvent returning only means the
+// snapshot is queued, not applied; the mirror is ready after the first
+// callback, and Start waits for that.
+func (s *Speaker) watchRIB(ctx, wctx context.Context) error {
+	req := &api.WatchEventRequest{Table: &api.WatchEventRequest_Table{
+		Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_BEST, Init: true}},
+	}}
+	if err := s.call(ctx, "watch rib", func() error {
+		// wctx, not a call-scoped context: GoBGP stops the watch when it ends.
+		return s.srv.WatchEvent(wctx, req, s.onTableEvent)
+	}); err != nil {
+		return err
+	}
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	select {
+	case <-s.mirror.readyCh:
+		return nil
+	case <-t.C:
+		return &TimeoutError{Op: "rib snapshot", After: s.timeout}
+	case <-ctx.Done():
+		return fmt.Errorf("bgp: rib snapshot: %w", ctx.Err())
+	}
+}
+
+// onTableEvent runs on GoBGP's watch goroutine. Decoding happens before the
+// lock; under it the map is updated and nothing else. Events queue in
+// GoBGP's unbounded buffer, so a slow callback delays the mirror but never
+// blocks the server loop.
+func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
+	t := ev.GetTable()
+	if t == nil {
+		return
+	}
+	type upd struct {
+		m   flowspec.Match
+		a   flowspec.Action
+		del bool
+	}
+	ups := make([]upd, 0, len(t.Paths))
+	bad := 0
+	for _, p := range t.Paths {
+		if !isLocal(p) {
+			continue
+		}
+		fam, ok := familyOf(p.Family)
+		if !ok {
+			continue
+		}
+		m, err := decodeNLRI(fam, p)
+		if err != nil {
+			bad++
+			s.log.Error("local FlowSpec path in the RIB cannot be decoded; it cannot be withdrawn by ribkeeper",
+				"family", fam, "error", err, "path", nlriString(p))
+			continue
+		}
+		if p.IsWithdraw {
+			ups = append(ups, upd{m: m, del: true})
+			continue
+		}
+		a, err := decodeAction(p)
+		if err != nil {
+			// Kept with a zero Action: it differs from any desired action,
+			// so the reconciler replaces or withdraws it.
+			s.log.Warn("local FlowSpec path has no usable action", "rule", m.String(), "error", err)
+		}
+		ups = append(ups, upd{m: m, a: a})
+	}
+
+	s.mirror.mu.Lock()
+	if s.mirror.closed {
+		s.mirror.mu.Unlock()
+		return
+	}
+	first := !s.mirror.ready
+	changed := first
+	for _, u := range ups {
+		if u.del {
+			if _, ok := s.mirror.paths[u.m]; ok {
+				delete(s.mirror.paths, u.m)
+				s.mirror.byFamily[u.m.Family()]--
+				changed = true
+			}
+			continue
+		}
+		old, ok := s.mirror.paths[u.m]
+		if !ok {
+			s.mirror.byFamily[u.m.Family()]++
+		}
+		if !ok || old != u.a {
+			s.mirror.paths[u.m] = u.a
+			changed = true
+		}
+	}
+	s.mirror.undecodable += bad
+	s.mirror.ready = true
+	s.mirror.mu.Unlock()
+
+	if first {
+		close(s.mirror.readyCh)
+	}
+	if changed {
+		s.signal()
+	}
+}
+
+// isLocal: GoBGP marks locally originated paths by a source without a
+// neighbor address (net.IP(nil).String() is "<nil>").
+func isLocal(p *api.Path) bool {
+	return p.NeighborIp == "" || p.NeighborIp == "<nil>"
+}
+
+func familyOf(f *api.Family) (flowspec.Family, bool) {
+	if f == nil || f.Safi != api.Family_SAFI_FLOW_SPEC_UNICAST {
+		return 0, false
+	}
+	switch f.Afi {
+	case api.Family_AFI_IP:
+		return flowspec.IPv4, true
+	case api.Family_AFI_IP6:
+		return flowspec.IPv6, true
+	}
+	return 0, false
+}
+
+// decodeNLRI gets the NLRI wire bytes (the watch only carries the protobuf
+// form, so they are rebuilt through GoBGP's native type) and decodes them.
+func decodeNLRI(fam flowspec.Family, p *api.Path) (flowspec.Match, error) {
+	b := p.NlriBinary
+	if len(b) == 0 {
+		n, err := apiutil.GetNativeNlri(p)
+		if err != nil {
+			return flowspec.Match{}, err
+		}
+		if b, err = n.Serialize(); err != nil {
+			return flowspec.Match{}, err
+		}
+	}
+	m, n, err := flowspec.DecodeMatch(fam, b)
+	if err != nil {
+		return flowspec.Match{}, err
+	}
+	if n != len(b) {
+		return flowspec.Match{}, fmt.Errorf("%d trailing bytes after the NLRI", len(b)-n)
+	}
+	return m, nil
+}
+
+func nlriString(p *api.Path) string {
+	n, err := apiutil.GetNativeNlri(p)
+	if err != nil {
+		return "?"
+	}
+	return n.String()
+}
+
+// decodeAction rebuilds the extended communities of p (8-byte ones and
+// the 20-byte IPv6 address specific ones) and decodes them. A path without
+// any yields an error.
+func decodeAction(p *api.Path) (flowspec.Action, error) {
+	var ext, ext6 []byte
+	if len(p.PattrsBinary) > 0 {
+		for _, raw := range p.PattrsBinary {
+			if len(raw) < 3 || (raw[1] != 16 && raw[1] != 25) {
+				continue
+			}
+			hdr := 3
+			if raw[0]&0x10 != 0 {
+				hdr = 4
+			}
+			if len(raw) < hdr {
+				continue
+			}
+			if raw[1] == 16 {
+				ext = append(ext, raw[hdr:]...)
+			} else {
+				ext6 = append(ext6, raw[hdr:]...)
+			}
+		}
+	} else {
+		for _, an := range p.Pattrs {
+			v4 := an.MessageIs((*api.ExtendedCommunitiesAttribute)(nil))
+			if !v4 && !an.MessageIs((*api.IP6ExtendedCommunitiesAttribute)(nil)) {
+				continue
+			}
+			attr, err := apiutil.UnmarshalAttribute(an)
+			if err != nil {
+				return flowspec.Action{}, err
+			}
+			var cs []gobgp.ExtendedCommunityInterface
+			switch a := attr.(type) {
+			case *gobgp.PathAttributeExtendedCommunities:
+				cs = a.Value
+			case *gobgp.PathAttributeIP6ExtendedCommunities:
+				cs = a.Value
+			}
+			for _, c := range cs {
+				b, err := c.Serialize()
+				if err != nil {
+					return flowspec.Action{}, err
+				}
+				if v4 {
+					ext = append(ext, b...)
+				} else {
+					ext6 = append(ext6, b...)
+				}
+			}
+		}
+	}
+	return flowspec.DecodeActionIPv6(ext, ext6)
+}

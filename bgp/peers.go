@@ -1,0 +1,209 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// PeerStatus describes one configured neighbor.
+type PeerStatus struct {
+	Address     string
+	ASN         uint32
+	Description string
+	State       string // "established", "active", "idle", "connect", "opensent", "openconfirm"
+	Uptime      time.Duration
+	Families    []string // configured FlowSpec families, e.g. "ipv4-flowspec"
+	// Sent counts the paths advertised: the mirror's paths in the peer's
+	// families while the session is established (we have no export policy,
+	// so every local path goes to every peer of its family; UPDATEs still
+	// queued for sending are included).
+	Sent int
+	// Received counts routes the peer sent; all are rejected by the import
+	// policy but held in GoBGP's Adj-RIB-In.
+	Received int
+}
+
+// peerTable is the session state seen through the peer watch. Only its
+// changes matter (they wake the reconciler); Peers asks GoBGP directly.
+type peerTable struct {
+	mu    sync.Mutex
+	state map[string]api.PeerState_SessionState
+}
+
+func (t *peerTable) init() { t.state = make(map[string]api.PeerState_SessionState) }
+
+// families returns the FlowSpec families to negotiate with n.
+func (n *Neighbor) families() []flowspec.Family {
+	if len(n.Families) > 0 {
+		out := slices.Clone(n.Families)
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	if n.Address.Unmap().Is4() {
+		return []flowspec.Family{flowspec.IPv4}
+	}
+	return []flowspec.Family{flowspec.IPv6}
+}
+
+func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
+	addr := n.Address.Unmap()
+	p := &api.Peer{
+		Conf: &api.PeerConf{
+			NeighborAddress: addr.String(),
+			PeerAsn:         n.ASN,
+			Description:     n.Description,
+			AuthPassword:    n.Password,
+		},
+		Transport: &api.Transport{
+			RemotePort:  uint32(n.Port),
+			PassiveMode: n.Passive,
+		},
+	}
+	if n.LocalAddress.IsValid() {
+		p.Transport.LocalAddress = n.LocalAddress.Unmap().String()
+	}
+	if n.HoldTime > 0 {
+		hold := uint64(n.HoldTime / time.Second)
+		p.Timers = &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: max(hold/3, 1)}}
+	}
+	if n.MultihopTTL > 0 {
+		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(n.MultihopTTL)}
+	}
+	for _, f := range n.families() {
+		fam := s.fam4
+		if f == flowspec.IPv6 {
+			fam = s.fam6
+		}
+		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}})
+	}
+	return p
+}
+
+// addPeer adds n. GoBGP only logs a failure to install the TCP MD5 key on
+// its listening sockets; the log adapter catches that and it is returned as
+// an error here. (For connections we initiate, a key that cannot be set
+// makes every connect attempt fail, which shows as a session that never
+// comes up.)
+func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
+	p := s.apiPeer(n)
+	addr := p.Conf.NeighborAddress
+	s.takeMD5Failure(addr)
+	if err := s.call(ctx, "add peer "+addr, func() error {
+		return s.srv.AddPeer(context.Background(), &api.AddPeerRequest{Peer: p})
+	}); err != nil {
+		return err
+	}
+	if e, failed := s.takeMD5Failure(addr); failed {
+		return fmt.Errorf("bgp: peer %s: TCP MD5 key not installed on the listener: %s", addr, e)
+	}
+	s.log.Info("peer added", "peer", addr, "asn", n.ASN, "families", famNames(n.families()),
+		"passive", n.Passive, "md5", n.Password != "")
+	return nil
+}
+
+// watchPeers registers the peer-state watch. Every session state change,
+// including a peer that resets and comes back, is a wake-up.
+func (s *Speaker) watchPeers(ctx, wctx context.Context) error {
+	req := &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}
+	return s.call(ctx, "watch peers", func() error {
+		return s.srv.WatchEvent(wctx, req, s.onPeerEvent)
+	})
+}
+
+func (s *Speaker) onPeerEvent(ev *api.WatchEventResponse) {
+	pe := ev.GetPeer()
+	if pe == nil || pe.Peer == nil || pe.Peer.State == nil {
+		return
+	}
+	if pe.Type != api.WatchEventResponse_PeerEvent_INIT && pe.Type != api.WatchEventResponse_PeerEvent_STATE {
+		return
+	}
+	addr, st := pe.Peer.State.NeighborAddress, pe.Peer.State.SessionState
+	s.peers.mu.Lock()
+	old, known := s.peers.state[addr]
+	s.peers.state[addr] = st
+	s.peers.mu.Unlock()
+	if known && old == st {
+		return
+	}
+	if known {
+		s.log.Info("peer state", "peer", addr, "from", stateName(old), "to", stateName(st))
+	}
+	s.signal()
+}
+
+// Peers lists the neighbors and their session state, sorted by address.
+// It is one ListPeer round trip into GoBGP's server loop; the per-family
+// counts it asks for are counters, not table walks.
+func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
+	srv, err := s.running()
+	if err != nil {
+		return nil, err
+	}
+	var peers []*api.Peer
+	if err := s.call(ctx, "list peers", func() error {
+		return srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) { peers = append(peers, p) })
+	}); err != nil {
+		return nil, err
+	}
+	counts := s.mirror.counts()
+	out := make([]PeerStatus, 0, len(peers))
+	for _, p := range peers {
+		st := PeerStatus{}
+		if c := p.Conf; c != nil {
+			st.Address, st.ASN, st.Description = c.NeighborAddress, c.PeerAsn, c.Description
+		}
+		established := false
+		if ps := p.State; ps != nil {
+			st.State = stateName(ps.SessionState)
+			established = ps.SessionState == api.PeerState_ESTABLISHED
+		}
+		if t := p.Timers; established && t != nil && t.State != nil && t.State.Uptime != nil {
+			st.Uptime = time.Since(t.State.Uptime.AsTime()).Truncate(time.Second)
+		}
+		for _, af := range p.AfiSafis {
+			if af.Config == nil || !af.Config.Enabled {
+				continue
+			}
+			f, ok := familyOf(af.Config.Family)
+			if !ok {
+				continue
+			}
+			st.Families = append(st.Families, f.String())
+			if established {
+				st.Sent += counts[f]
+			}
+			if af.State != nil {
+				st.Received += int(af.State.Received)
+			}
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b PeerStatus) int {
+		aa, _ := netip.ParseAddr(a.Address)
+		ba, _ := netip.ParseAddr(b.Address)
+		return aa.Compare(ba)
+	})
+	return out, nil
+}
+
+func stateName(s api.PeerState_SessionState) string {
+	return strings.ToLower(s.String())
+}
+
+func famNames(fs []flowspec.Family) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return out
+}

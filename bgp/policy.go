@@ -1,0 +1,59 @@
+package bgp
+
+import (
+	"context"
+	"fmt"
+
+	api "github.com/osrg/gobgp/v3/api"
+)
+
+const importPolicyName = "ribkeeper-accept-local"
+
+// installImportPolicy makes the global RIB accept locally originated paths
+// only: a policy that accepts RouteType LOCAL, default REJECT. Peers cannot
+// inject routes into what we announce, and the mirror never sees their
+// paths. GoBGP applies the global import policy to our own paths too, hence
+// the explicit accept. Received routes still occupy each peer's Adj-RIB-In.
+//
+// The assignment is read back, so a policy GoBGP did not take fails Start.
+func (s *Speaker) installImportPolicy(ctx context.Context) error {
+	pol := &api.Policy{
+		Name: importPolicyName,
+		Statements: []*api.Statement{{
+			Name:       importPolicyName + "-stmt",
+			Conditions: &api.Conditions{RouteType: api.Conditions_ROUTE_TYPE_LOCAL},
+			Actions:    &api.Actions{RouteAction: api.RouteAction_ACCEPT},
+		}},
+	}
+	if err := s.call(ctx, "add import policy", func() error {
+		return s.srv.AddPolicy(context.Background(), &api.AddPolicyRequest{Policy: pol})
+	}); err != nil {
+		return err
+	}
+	assign := &api.PolicyAssignment{
+		Name:          "global",
+		Direction:     api.PolicyDirection_IMPORT,
+		Policies:      []*api.Policy{{Name: importPolicyName}},
+		DefaultAction: api.RouteAction_REJECT,
+	}
+	if err := s.call(ctx, "assign import policy", func() error {
+		return s.srv.AddPolicyAssignment(context.Background(), &api.AddPolicyAssignmentRequest{Assignment: assign})
+	}); err != nil {
+		return err
+	}
+
+	var got []*api.PolicyAssignment
+	if err := s.call(ctx, "list import policy", func() error {
+		return s.srv.ListPolicyAssignment(context.Background(),
+			&api.ListPolicyAssignmentRequest{Name: "global", Direction: api.PolicyDirection_IMPORT},
+			func(a *api.PolicyAssignment) { got = append(got, a) })
+	}); err != nil {
+		return err
+	}
+	for _, a := range got {
+		if a.DefaultAction == api.RouteAction_REJECT && len(a.Policies) == 1 && a.Policies[0].Name == importPolicyName {
+			return nil
+		}
+	}
+	return fmt.Errorf("bgp: global import policy not in place after assignment (got %v)", got)
+}
