@@ -1,0 +1,147 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// EventKind names what happened to a rule.
+type EventKind string
+
+const (
+	EventCreated           EventKind = "created"
+	EventUpdated           EventKind = "updated"
+	EventWithdrawRequested EventKind = "withdraw-requested"
+	EventWithdrawn         EventKind = "withdrawn"
+	EventExpired           EventKind = "expired"
+	EventStatus            EventKind = "status" // a site's announce status changed
+)
+
+// Event is one entry of a rule's audit history.
+type Event struct {
+	ID     int64
+	RuleID int64
+	At     time.Time
+	Kind   EventKind
+	Actor  string
+	Site   string // the site that made the change (status, withdrawn, expired); "" otherwise
+	// Old and New hold the fields that changed, as text: "text", "reason",
+	// "expires_at" (RFC 3339, "never"), "sites" (JSON array, [] = all),
+	// "withdraw_requested", "state", "announced", "last_error". Old is nil
+	// for created.
+	Old map[string]string
+	New map[string]string
+}
+
+// History returns a rule's audit history, oldest first.
+func (s *Store) History(ctx context.Context, id int64) ([]Event, error) {
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	evs, err := s.history(cctx, id)
+	return evs, s.wrap(ctx, "read rule history", err)
+}
+
+func (s *Store) history(ctx context.Context, id int64) ([]Event, error) {
+	rs, err := s.eng.reader().query(ctx, `SELECT id, rule_id, at, kind, actor, site, old_values, new_values
+		FROM rule_events WHERE rule_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []Event
+	for rs.Next() {
+		var (
+			e        Event
+			at       dbTime
+			kind     string
+			old, new dbText
+		)
+		if err := rs.Scan(&e.ID, &e.RuleID, &at, &kind, &e.Actor, &e.Site, &old, &new); err != nil {
+			return nil, err
+		}
+		e.At, e.Kind = at.t, EventKind(kind)
+		if e.Old, err = decodeFields(old.s); err == nil {
+			e.New, err = decodeFields(new.s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.ID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		var one int64
+		err := s.eng.reader().queryRow(ctx, `SELECT 1 FROM rules WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, errNoRows) {
+			return nil, fmt.Errorf("rule %d: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// event records one history entry in t.
+func (s *Store) event(ctx context.Context, t tx, id int64, at time.Time, kind EventKind, actor, site string, old, new map[string]string) error {
+	_, err := t.exec(ctx, `INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, id, s.eng.timeArg(at), string(kind), actor, site, encodeFields(old), encodeFields(new))
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", kind, err)
+	}
+	return nil
+}
+
+// ruleFields is what history records of a rule's desired state.
+func ruleFields(r Rule) map[string]string {
+	exp := "never"
+	if !r.ExpiresAt.IsZero() {
+		exp = r.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return map[string]string{
+		"text":               r.Text,
+		"reason":             r.Reason,
+		"expires_at":         exp,
+		"sites":              encodeSites(r.Sites),
+		"withdraw_requested": strconv.FormatBool(r.WithdrawRequested),
+	}
+}
+
+// diffFields returns the entries of a and b whose values differ.
+func diffFields(a, b map[string]string) (was, is map[string]string) {
+	for k, v := range b {
+		if a[k] != v {
+			if was == nil {
+				was, is = map[string]string{}, map[string]string{}
+			}
+			was[k], is[k] = a[k], v
+		}
+	}
+	return was, is
+}
+
+// encodeFields returns the JSON object of m, or nil (NULL) for nil.
+func encodeFields(m map[string]string) any {
+	if m == nil {
+		return nil
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func decodeFields(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("decode changed fields: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Get returns one rule with this site's status.
+func (s *Store) Get(ctx context.Context, id int64) (Rule, error) {
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	r, err := s.get(cctx, s.eng.reader(), id)
+	return r, s.wrap(ctx, "get rule", err)
+}
+
+func (s *Store) get(ctx context.Context, q querier, id int64) (Rule, error) {
+	r, err := scanRule(q.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+" WHERE r.id = ?", s.site, id))
+	if errors.Is(err, errNoRows) {
+		return Rule{}, fmt.Errorf("rule %d: %w", id, ErrNotFound)
+	}
+	return r, err
+}
+
+// List returns rules with this site's status, newest first; all states when
+// state is "".
+func (s *Store) List(ctx context.Context, state State) ([]Rule, error) {
+	q := "SELECT " + ruleCols + ruleFrom
+	args := []any{s.site}
+	if state != "" {
+		if !state.valid() {
+			return nil, invalid("state", "unknown state %q: use %q, %q or %q", state, Active, Withdrawn, Expired)
+		}
+		q += " WHERE r.state = ?"
+		args = append(args, string(state))
+	}
+	return s.list(ctx, "list rules", q+" ORDER BY r.id DESC", args...)
+}
+
+// ActiveRules returns every rule in state Active that targets this site,
+// including those past ExpiresAt or with WithdrawRequested, oldest first.
+// An error means desired state is unknown, never empty.
+func (s *Store) ActiveRules(ctx context.Context) ([]Rule, error) {
+	return s.list(ctx, "read active rules", "SELECT "+ruleCols+ruleFrom+
+		" WHERE r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, s.site)
+}
+
+func (s *Store) list(ctx context.Context, op, q string, args ...any) ([]Rule, error) {
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	rs, err := s.eng.reader().query(cctx, q, args...)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	defer rs.Close()
+	var out []Rule
+	for rs.Next() {
+		r, err := scanRule(rs)
+		if err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// The SQL below is shared by both engines ("?" placeholders, standard SQL
+// that SQLite 3.35+ and PostgreSQL 12+ both accept); engine methods supply
+// the few dialect pieces.
+
+// ruleCols and ruleFrom select a Rule with this site's status; ruleFrom
+// takes the site as its first argument.
+const ruleCols = `r.id, r.family, r.nlri, r.communities, r.text, r.reason, r.actor, r.sites,
+	r.created_at, r.updated_at, r.expires_at, r.state, r.withdraw_requested,
+	COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')`
+
+const ruleFrom = ` FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?`
+
+// scanRule reads one row of ruleCols.
+func scanRule(rw row) (Rule, error) {
+	var (
+		r                         Rule
+		fam                       int64
+		nlri, comms               []byte
+		sites                     dbText
+		created, updated, expires dbTime
+		state                     string
+	)
+	err := rw.Scan(&r.ID, &fam, &nlri, &comms, &r.Text, &r.Reason, &r.Actor, &sites,
+		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError)
+	if err != nil {
+		return Rule{}, err
+	}
+	r.CreatedAt, r.UpdatedAt, r.ExpiresAt = created.t, updated.t, expires.t
+	r.State = State(state)
+	r.Sites = decodeSites(sites.s)
+	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
+	return r, nil
+}
+
+// decodeRule rebuilds a rule from its stored bytes; bytes that no longer
+// decode (a corrupted row, a codec change) give the zero Rule.
+func decodeRule(f flowspec.Family, nlri, comms []byte) flowspec.Rule {
+	m, n, err := flowspec.DecodeMatch(f, nlri)
+	if err != nil || n != len(nlri) {
+		return flowspec.Rule{}
+	}
+	a, err := flowspec.DecodeAction(comms)
+	if err != nil {
+		return flowspec.Rule{}
+	}
+	return flowspec.Rule{Match: m, Action: a}
+}
+
+// encoded is a validated Input in stored form.
+type encoded struct {
+	in      Input
+	family  int64
+	nlri    []byte
+	comms   []byte
+	text    string
+	sites   []string
+	sitesJS string
+	expires time.Time
+}
+
+// encode validates in; field names it in errors ("input", "inputs[3]").
+func encode(in Input, field string, now time.Time) (encoded, error) {
+	if !in.Rule.IsValid() {
+		return encoded{}, invalid(field+".rule", "not a valid FlowSpec rule: build it with flowspec.Parse")
+	}
+	sites, err := normSites(in.Sites)
+	if err != nil {
+		return encoded{}, invalid(field+".sites", "%v", err)
+	}
+	exp := normTime(in.ExpiresAt)
+	if !exp.IsZero() && !exp.After(now) {
+		return encoded{}, invalid(field+".expires_at", "%s is not in the future: give a positive TTL, or none for a rule that never expires", exp.Format(time.RFC3339))
+	}
+	return encoded{
+		in:      in,
+		family:  int64(in.Rule.Match.Family()),
+		nlri:    in.Rule.Match.AppendTo(nil),
+		comms:   in.Rule.Action.AppendExtCommunities(nil),
+		text:    in.Rule.String(),
+		sites:   sites,
+		sitesJS: encodeSites(sites),
+		expires: exp,
+	}, nil
+}
+
+// validSite checks one site name: non-empty, at most 128 bytes, printable,
+// no surrounding space.
+func validSite(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty site name")
+	case len(s) > 128:
+		return fmt.Errorf("site name %.20q... longer than 128 bytes", s)
+	case strings.TrimSpace(s) != s:
+		return fmt.Errorf("site name %q has surrounding spaces", s)
+	}
+	for _, c := range s {
+		if !unicode.IsPrint(c) {
+			return fmt.Errorf("site name %q has a non-printable character", s)
+		}
+	}
+	return nil
+}
+
+// normSites validates, sorts and deduplicates site names; empty means all.
+func normSites(in []string) ([]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(in))
+	for i, s := range in {
+		if err := validSite(s); err != nil {
+			return nil, fmt.Errorf("[%d]: %v", i, err)
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// encodeSites stores sites as a JSON array; "[]" means every site.
+func encodeSites(sites []string) string {
+	if len(sites) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(sites)
+	return string(b)
+}
+
+func decodeSites(s string) []string {
+	if s == "" || s == "[]" {
+		return nil
+	}
+	var out []string
+	if json.Unmarshal([]byte(s), &out) != nil || len(out) == 0 {
+		return nil
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+)
+
+// sqliteEngine is the embedded single-appliance engine: one database file
+// in WAL mode, so readers never block the writer.
+type sqliteEngine struct {
+	db   *sql.DB
+	path string
+	// wmu serializes this process's writers, so they queue in Go instead
+	// of sleeping in SQLite's busy handler. busy_timeout still covers
+	// writers in other processes.
+	wmu sync.Mutex
+}
+
+func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
+	if strings.ContainsAny(path, "?#") {
+		return nil, invalid("path", "sqlite path %q contains '?' or '#': choose a plain file name", path)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory %s: %w: check that its parent exists and is writable by this user", dir, err)
+		}
+	}
+	// synchronous=FULL: a commit is on disk before Upsert returns, so an
+	// acknowledged rule survives a power loss, not only a process crash.
+	dsn := "file:" + path + "?_busy_timeout=5000&_foreign_keys=on&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
+	}
+	db.SetMaxIdleConns(8)
+	e := &sqliteEngine{db: db, path: path}
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.Close()
+		err = fmt.Errorf("open sqlite database %s: %w", path, err)
+		if e.unavailable(err) {
+			return nil, &unavailableError{op: "open", err: err, hint: e.hint()}
+		}
+		return nil, fmt.Errorf("%w: check that it is a ribkeeper database", err)
+	}
+	if mode != "wal" {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite database %s: journal mode is %q, not wal: put the database on a local file system", path, mode)
+	}
+	return e, nil
+}
+
+func (e *sqliteEngine) begin(ctx context.Context) (tx, error) {
+	e.wmu.Lock()
+	t, err := e.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		e.wmu.Unlock()
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	return &sqliteTx{tx: t, unlock: e.wmu.Unlock}, nil
+}
+
+func (e *sqliteEngine) reader() querier { return sqliteDB{e.db} }
+
+func (e *sqliteEngine) timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func (e *sqliteEngine) forUpdate() string { return "" } // the transaction holds the write lock
+
+func (e *sqliteEngine) siteFilter() string {
+	return `(r.sites = '[]' OR EXISTS (SELECT 1 FROM json_each(r.sites) j WHERE j.value = ?))`
+}
+
+func (e *sqliteEngine) lockMigrations(context.Context, tx) error { return nil } // BEGIN IMMEDIATE
+
+func (e *sqliteEngine) migrations() string { return "migrations/sqlite" }
+
+func (e *sqliteEngine) unavailable(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrBusy, sqlite3.ErrLocked, sqlite3.ErrCantOpen, sqlite3.ErrIoErr,
+			sqlite3.ErrFull, sqlite3.ErrReadonly, sqlite3.ErrProtocol, sqlite3.ErrNoLFS:
+			return true
+		}
+	}
+	return errors.Is(err, sql.ErrConnDone)
+}
+
+func (e *sqliteEngine) hint() string {
+	return fmt.Sprintf("check that %s is on a writable local disk with free space and not locked by another program", e.path)
+}
+
+func (e *sqliteEngine) close() error { return e.db.Close() }
+
+// sqliteDB runs reads outside a transaction; WAL lets them run beside the
+// writer.
+type sqliteDB struct{ db *sql.DB }
+
+func (d sqliteDB) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	res, err := d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (d sqliteDB) query(ctx context.Context, q string, args ...any) (rows, error) {
+	rs, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+func (d sqliteDB) queryRow(ctx context.Context, q string, args ...any) row {
+	return sqlRow{d.db.QueryRowContext(ctx, q, args...)}
+}
+
+// sqliteTx prepares each distinct statement once per transaction, which is
+// what makes batch upserts fast.
+type sqliteTx struct {
+	tx     *sql.Tx
+	stmts  map[string]*sql.Stmt
+	unlock func()
+	done   bool
+}
+
+func (t *sqliteTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if t.stmts == nil {
+		t.stmts = make(map[string]*sql.Stmt)
+	}
+	t.stmts[q] = st
+	return st, nil
+}
+
+func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	st, err := t.stmt(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
+	st, err := t.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+func (t *sqliteTx) queryRow(ctx context.Context, q string, args ...any) row {
+	st, err := t.stmt(ctx, q)
+	if err != nil {
+		return errRow{err}
+	}
+	return sqlRow{st.QueryRowContext(ctx, args...)}
+}
+
+func (t *sqliteTx) commit(context.Context) error {
+	if t.done {
+		return sql.ErrTxDone
+	}
+	t.done = true
+	defer t.unlock()
+	return t.tx.Commit()
+}
+
+func (t *sqliteTx) rollback(context.Context) error {
+	if t.done {
+		return nil
+	}
+	t.done = true
+	defer t.unlock()
+	return t.tx.Rollback()
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { r.Rows.Close() }
+
+type sqlRow struct{ r *sql.Row }
+
+func (r sqlRow) Scan(dest ...any) error {
+	err := r.r.Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNoRows
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -1,0 +1,227 @@
+// Package store is ribkeeper's desired state: the FlowSpec rules operators
+// and detectors asked for, their lifecycle, per-site announce status, an
+// audit history, and a change feed that wakes the reconciler.
+//
+// One concrete *Store runs on one of two engines: SQLite (the embedded
+// default for a single appliance) or PostgreSQL (shared by several
+// appliances, each with its own site name). Both behave the same; the
+// conformance tests run against both.
+//
+// A rule's identity is its Match (family + canonical NLRI bytes): at most
+// one active row exists per Match, and storing the same Match again updates
+// that row in place. Rows are never deleted; withdrawn and expired rules
+// stay for the audit trail.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// State is a rule's lifecycle state.
+type State string
+
+const (
+	Active    State = "active"    // desired (until withdrawn or expired)
+	Withdrawn State = "withdrawn" // an operator withdrew it and the path is gone
+	Expired   State = "expired"   // its TTL passed and the path is gone
+)
+
+func (s State) valid() bool { return s == Active || s == Withdrawn || s == Expired }
+
+// Rule is one stored rule.
+type Rule struct {
+	ID int64
+	// Rule is decoded from the stored NLRI and community bytes. It is the
+	// zero (invalid) Rule if the stored bytes no longer decode; Text still
+	// holds the stored text, and the reconciler treats it as bad data.
+	Rule      flowspec.Rule
+	Text      string   // canonical text, Rule.String()
+	Reason    string   // free text from the operator or detector
+	Actor     string   // who created or last changed it ("cli", token name, "config")
+	Sites     []string // empty: every site
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ExpiresAt time.Time // zero: never expires
+	State     State
+	// WithdrawRequested is set when an operator withdrew an active rule; the
+	// state becomes Withdrawn only after the reconciler saw the path gone.
+	WithdrawRequested bool
+	Announced         bool   // status from this site's reconciler
+	LastError         string // last error this site's reconciler recorded, "" if none
+}
+
+// Input is what a caller asks to store; Upsert keys it by Rule.Match.
+type Input struct {
+	Rule      flowspec.Rule
+	ExpiresAt time.Time // zero: never
+	Reason    string
+	Actor     string
+	Sites     []string // empty: every site
+}
+
+// Config selects and configures an engine.
+type Config struct {
+	Driver string // "sqlite" (default) or "postgres"
+	Path   string // sqlite file; default data/ribkeeper.db
+	DSN    string // postgres connection string (URL or key=value)
+	Site   string // this instance's site name; default "default"
+
+	// Timeout bounds every database call (default 5s); a call that runs
+	// out of time fails with ErrUnavailable. Batch calls get more time in
+	// proportion to their size.
+	Timeout time.Duration
+	// Logger receives change-feed reconnects; nil discards.
+	Logger hclog.Logger
+}
+
+// DefaultSite is the site of an instance whose Config.Site is empty.
+const DefaultSite = "default"
+
+// DefaultPath is the SQLite file of an instance whose Config.Path is empty.
+const DefaultPath = "data/ribkeeper.db"
+
+// Store is the desired state. It is safe for concurrent use.
+type Store struct {
+	eng     engine
+	site    string
+	timeout time.Duration
+	log     hclog.Logger
+	changes chan struct{}
+
+	stop      context.CancelFunc // stops background goroutines
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating and migrating as needed) the configured engine.
+// Errors from an unreachable database match ErrUnavailable.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Site == "" {
+		cfg.Site = DefaultSite
+	}
+	if err := validSite(cfg.Site); err != nil {
+		return nil, invalid("site", "%v", err)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	s := &Store{
+		site:    cfg.Site,
+		timeout: cfg.Timeout,
+		log:     cfg.Logger,
+		changes: make(chan struct{}, 1),
+	}
+	bg, stop := context.WithCancel(context.Background())
+	s.stop = stop
+
+	octx, cancel := context.WithTimeout(ctx, 4*cfg.Timeout)
+	defer cancel()
+	var err error
+	switch cfg.Driver {
+	case "", "sqlite", "sqlite3":
+		if cfg.Path == "" {
+			cfg.Path = DefaultPath
+		}
+		s.eng, err = openSQLite(octx, cfg.Path)
+	case "postgres", "postgresql", "pgx":
+		var pg *pgEngine
+		pg, err = openPostgres(octx, cfg.DSN)
+		if err == nil {
+			s.eng = pg
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				pg.listen(bg, s.signal, s.log)
+			}()
+		}
+	default:
+		stop()
+		return nil, invalid("driver", "unknown store driver %q: use \"sqlite\" or \"postgres\"", cfg.Driver)
+	}
+	if err != nil {
+		stop()
+		return nil, s.wrapOpen(ctx, err)
+	}
+	if err := migrate(octx, s.eng); err != nil {
+		s.Close()
+		return nil, s.wrap(ctx, "migrate database schema", err)
+	}
+	return s, nil
+}
+
+func (s *Store) wrapOpen(ctx context.Context, err error) error {
+	var ue *unavailableError
+	if errors.As(err, &ue) || errors.Is(err, ErrInvalidInput) {
+		return err
+	}
+	return fmt.Errorf("store: open: %w", err)
+}
+
+// Close stops the change feed and closes the database. The Changes channel
+// is not closed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		if s.eng != nil {
+			s.closeErr = s.eng.close()
+		}
+	})
+	return s.closeErr
+}
+
+// Site returns this instance's site name.
+func (s *Store) Site() string { return s.site }
+
+// Changes delivers a wake-up (one-slot, coalescing) after any change to
+// desired state, made by this process or (PostgreSQL) by another instance,
+// and after every reconnect of the PostgreSQL change feed, since
+// notifications may have been missed while it was down. Status writes do not
+// wake it. A receiver re-reads the whole state; the signal carries nothing.
+func (s *Store) Changes() <-chan struct{} { return s.changes }
+
+func (s *Store) signal() {
+	select {
+	case s.changes <- struct{}{}:
+	default:
+	}
+}
+
+// call bounds one database call; n > 1 scales the deadline for batches.
+func (s *Store) call(ctx context.Context, n int) (context.Context, context.CancelFunc) {
+	d := s.timeout
+	if n > 1000 {
+		d += time.Duration(n/1000) * s.timeout / 4
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// wrap adds the operation to err and classifies it. parent is the caller's
+// context: if the caller gave up, that is not the database's fault.
+func (s *Store) wrap(parent context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *unavailableError
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.As(err, &ue) {
+		return err
+	}
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("store: %s: %w", op, perr)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || s.eng.unavailable(err) {
+		return &unavailableError{op: op, err: err, hint: s.eng.hint()}
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}

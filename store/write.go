@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const insertRuleSQL = `INSERT INTO rules
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING
+	RETURNING id`
+
+const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
+	expires_at = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
+
+// write runs fn in one transaction bounded by the call timeout (scaled by
+// n), commits, and signals the change feed if fn reports a change. It
+// returns only after the commit, so an acknowledged write survives a crash.
+func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context.Context, t tx) (changed bool, err error)) error {
+	cctx, cancel := s.call(ctx, n)
+	defer cancel()
+	t, err := s.eng.begin(cctx)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	defer t.rollback(context.WithoutCancel(cctx))
+	changed, err := fn(cctx, t)
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	if err := t.commit(cctx); err != nil {
+		return s.wrap(ctx, op, fmt.Errorf("commit: %w", err))
+	}
+	if changed {
+		s.signal()
+	}
+	return nil
+}
+
+// Upsert stores in; an active rule with the same Match is updated in place
+// (created=false): its action, expiry, reason, sites and actor are replaced
+// and a pending withdraw request is cancelled. A Match whose earlier rows
+// are all withdrawn or expired gets a new row (created=true). Storing exactly
+// what is already stored changes nothing and records no history. Upsert
+// returns after the commit.
+func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err error) {
+	now := dbTimeNow()
+	e, err := encode(in, "input", now)
+	if err != nil {
+		return Rule{}, false, err
+	}
+	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t tx) (bool, error) {
+		var changed bool
+		r, created, changed, err = s.upsertTx(ctx, t, &e, now)
+		return changed, err
+	})
+	if err != nil {
+		return Rule{}, false, err
+	}
+	return r, created, nil
+}
+
+// UpsertMany upserts every input, in order, in one transaction: all or
+// nothing. A later input with the same Match as an earlier one updates it.
+// The returned rules are in input order.
+func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
+	if len(ins) == 0 {
+		return nil, nil
+	}
+	now := dbTimeNow()
+	es := make([]encoded, len(ins))
+	for i, in := range ins {
+		var err error
+		if es[i], err = encode(in, fmt.Sprintf("inputs[%d]", i), now); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]Rule, len(ins))
+	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t tx) (bool, error) {
+		changedAny := false
+		for i := range es {
+			r, _, changed, err := s.upsertTx(ctx, t, &es[i], now)
+			if err != nil {
+				return false, fmt.Errorf("inputs[%d] (%s): %w", i, es[i].text, err)
+			}
+			out[i] = r
+			changedAny = changedAny || changed
+		}
+		return changedAny, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// upsertTx inserts e, or updates the active row with the same Match. The
+// insert comes first: it is the common case and needs no lookup.
+func (s *Store) upsertTx(ctx context.Context, t tx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
+	// Another instance can insert or finish the same Match between our
+	// statements (PostgreSQL, read committed); each retry sees its result.
+	for range 5 {
+		var id int64
+		err := t.queryRow(ctx, insertRuleSQL, e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
+			e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires)).Scan(&id)
+		if err == nil {
+			r = Rule{
+				ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
+				Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
+			}
+			err = s.event(ctx, t, id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
+			return r, true, true, err
+		}
+		if !errors.Is(err, errNoRows) {
+			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
+		}
+		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
+			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
+			s.site, e.family, e.nlri))
+		if errors.Is(err, errNoRows) {
+			continue
+		}
+		if err != nil {
+			return Rule{}, false, false, fmt.Errorf("read active rule: %w", err)
+		}
+		r = old
+		r.Rule, r.Text, r.Reason, r.Actor = e.in.Rule, e.text, e.in.Reason, e.in.Actor
+		r.Sites, r.ExpiresAt, r.WithdrawRequested = e.sites, e.expires, false
+		was, is := diffFields(ruleFields(old), ruleFields(r))
+		if len(is) == 0 {
+			return old, false, false, nil
+		}
+		r.UpdatedAt = now
+		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, e.in.Reason, e.in.Actor, e.sitesJS,
+			s.eng.timeArg(e.expires), s.eng.timeArg(now), old.ID); err != nil {
+			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
+		}
+		err = s.event(ctx, t, old.ID, now, EventUpdated, e.in.Actor, "", was, is)
+		return r, false, true, err
+	}
+	return Rule{}, false, false, fmt.Errorf("rule %s keeps changing under concurrent writers: retry", e.text)
+}
+
+// Withdraw asks for an active rule to be withdrawn (sets WithdrawRequested)
+// and returns it. The rule stays Active, and is still returned by
+// ActiveRules, until the reconciler saw its path gone and calls Finish.
+// Withdrawing a rule that is already withdrawn, expired or pending
+// withdrawal changes nothing.
+func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, error) {
+	var r Rule
+	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t tx) (bool, error) {
+		now := dbTimeNow()
+		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
+			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			err = s.event(ctx, t, id, now, EventWithdrawRequested, actor, "",
+				map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
+			if err != nil {
+				return false, err
+			}
+		}
+		r, err = s.get(ctx, t, id)
+		return n > 0, err
+	})
+	return r, err
+}
+
+// Finish moves an active rule to Withdrawn or Expired once the reconciler
+// saw its path gone. It is a conditional update, safe from several instances
+// at once and idempotent: it does nothing if the rule is no longer active,
+// and also nothing if the rule changed since the reconciler read it —
+// Withdrawn applies only while a withdraw is requested and Expired only once
+// ExpiresAt has passed, so a concurrent Upsert that renewed the rule wins and
+// the next pass announces it again.
+func (s *Store) Finish(ctx context.Context, id int64, state State) error {
+	var q string
+	switch state {
+	case Withdrawn:
+		q = `UPDATE rules SET state = 'withdrawn', updated_at = ? WHERE id = ? AND state = 'active' AND withdraw_requested`
+	case Expired:
+		q = `UPDATE rules SET state = 'expired', updated_at = ? WHERE id = ? AND state = 'active'
+			AND expires_at IS NOT NULL AND expires_at <= ?`
+	default:
+		return invalid("state", "cannot finish a rule as %q: use %q or %q", state, Withdrawn, Expired)
+	}
+	return s.write(ctx, "finish rule", 1, func(ctx context.Context, t tx) (bool, error) {
+		now := dbTimeNow()
+		args := []any{s.eng.timeArg(now), id}
+		if state == Expired {
+			args = append(args, s.eng.timeArg(now))
+		}
+		n, err := t.exec(ctx, q, args...)
+		if err != nil {
+			return false, err
+		}
+		if n == 0 {
+			var one int64
+			err := t.queryRow(ctx, `SELECT 1 FROM rules WHERE id = ?`, id).Scan(&one)
+			if errors.Is(err, errNoRows) {
+				return false, fmt.Errorf("rule %d: %w", id, ErrNotFound)
+			}
+			return false, err
+		}
+		kind := EventWithdrawn
+		if state == Expired {
+			kind = EventExpired
+		}
+		err = s.event(ctx, t, id, now, kind, "reconciler", s.site,
+			map[string]string{"state": string(Active)}, map[string]string{"state": string(state)})
+		return true, err
+	})
+}
