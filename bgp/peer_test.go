@@ -1,0 +1,172 @@
+package bgp
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/apiutil"
+	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// rawPeer is a plain GoBGP server acting as the upstream router, peering
+// with the speaker over loopback.
+type rawPeer struct {
+	srv  *server.BgpServer
+	addr string
+	port int32
+}
+
+func startRawPeer(t *testing.T, addr string, asn uint32, speakerAddr string, speakerPort int32, speakerASN uint32) *rawPeer {
+	t.Helper()
+	p := &rawPeer{addr: addr, port: freePort(t, addr)}
+	p.srv = server.NewBgpServer(server.LoggerOption(newGoBGPLogger(testLogger(t).Named("raw"), nil)))
+	go p.srv.Serve()
+	ctx := context.Background()
+	if err := p.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: asn, RouterId: addr, ListenPort: p.port, ListenAddresses: []string{addr},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	fam4 := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST}
+	fam6 := &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST}
+	if err := p.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: speakerAddr, PeerAsn: speakerASN},
+		Transport: &api.Transport{LocalAddress: addr, RemotePort: uint32(speakerPort)},
+		Timers:    &api.Timers{Config: &api.TimersConfig{ConnectRetry: 1}},
+		AfiSafis: []*api.AfiSafi{
+			{Config: &api.AfiSafiConfig{Family: fam4, Enabled: true}},
+			{Config: &api.AfiSafiConfig{Family: fam6, Enabled: true}},
+		},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.srv.StopBgp(context.Background(), &api.StopBgpRequest{}) })
+	return p
+}
+
+// received returns the FlowSpec paths the raw peer learned from neighbors.
+func (p *rawPeer) received(t *testing.T, fam *api.Family) map[flowspec.Match]flowspec.Action {
+	t.Helper()
+	out := map[flowspec.Match]flowspec.Action{}
+	err := p.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: fam},
+		func(d *api.Destination) {
+			for _, path := range d.Paths {
+				if isLocal(path) {
+					continue
+				}
+				f, _ := familyOf(path.Family)
+				m, err := decodeNLRI(f, path)
+				if err != nil {
+					t.Errorf("decode NLRI received by the peer: %v", err)
+					continue
+				}
+				a, _ := decodeAction(path)
+				out[m] = a
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPeerReceivesAndImportPolicy(t *testing.T) {
+	const ourAddr, peerAddr = "127.0.0.1", "127.0.0.2"
+	ourPort := freePort(t, ourAddr)
+	peer := startRawPeer(t, peerAddr, 65001, ourAddr, ourPort, 65000)
+
+	s := startSpeaker(t, Config{
+		ListenAddresses: []string{ourAddr},
+		ListenPort:      ourPort,
+		Neighbors: []Neighbor{{
+			Address:      netip.MustParseAddr(peerAddr),
+			ASN:          65001,
+			Port:         uint16(peer.port),
+			LocalAddress: netip.MustParseAddr(ourAddr),
+			Families:     []flowspec.Family{flowspec.IPv4, flowspec.IPv6},
+			Description:  "raw gobgp",
+			HoldTime:     9 * time.Second,
+		}},
+	})
+	ctx := context.Background()
+
+	eventually(t, 20*time.Second, "session established", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && len(ps) == 1 && ps[0].State == "established"
+	})
+
+	// Our rules reach the peer with their actions.
+	r4 := flowspec.Rule{Match: match4(t, 1), Action: flowspec.RateLimit(1e6)}
+	r6 := flowspec.Rule{Match: match6(t, 1), Action: flowspec.Discard()}
+	for _, r := range []flowspec.Rule{r4, r6} {
+		if err := s.Announce(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 10*time.Second, "peer has both rules", func() bool {
+		return peer.received(t, s.fam4)[r4.Match] == r4.Action && peer.received(t, s.fam6)[r6.Match] == r6.Action
+	})
+
+	// The peer's own announcement is rejected: not in our RIB, not in the
+	// mirror, only counted as received.
+	theirs := match4(t, 99)
+	if _, err := peer.srv.AddPath(ctx, &api.AddPathRequest{Path: s.wirePath(theirs, flowspec.Discard(), false)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "peer's route received", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && ps[0].Received == 1
+	})
+	var inRIB int
+	if err := s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: s.fam4},
+		func(d *api.Destination) {
+			for _, p := range d.Paths {
+				n, _ := apiutil.GetNativeNlri(p)
+				t.Logf("our RIB: %v from %q", n, p.NeighborIp)
+				inRIB++
+			}
+		}); err != nil {
+		t.Fatal(err)
+	}
+	if inRIB != 1 {
+		t.Fatalf("our global RIB holds %d ipv4-flowspec paths, want only ours", inRIB)
+	}
+	if _, ok := s.Lookup(theirs); ok {
+		t.Fatal("peer's route entered the mirror")
+	}
+
+	ps, err := s.Peers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ps[0]
+	if got.Address != peerAddr || got.ASN != 65001 || got.Description != "raw gobgp" || got.Sent != 2 ||
+		len(got.Families) != 2 || got.Uptime < 0 {
+		t.Fatalf("Peers() = %+v", got)
+	}
+
+	// A session that drops is a wake-up.
+	drain(s.Changes())
+	peer.srv.StopBgp(ctx, &api.StopBgpRequest{})
+	select {
+	case <-s.Changes():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no wake-up after the peer went away")
+	}
+	eventually(t, 10*time.Second, "session down", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && ps[0].State != "established" && ps[0].Sent == 0
+	})
+}
+
+func drain(c <-chan struct{}) {
+	select {
+	case <-c:
+	default:
+	}
+}
