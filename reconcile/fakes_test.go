@@ -1,0 +1,305 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// fakeStore is a small stateful desired-state store: rules in a map, a
+// coalescing change feed, and injectable errors.
+type fakeStore struct {
+	mu       sync.Mutex
+	rules    map[int64]*store.Rule
+	nextID   int64
+	changes  chan struct{}
+	readErr  error
+	writeErr error
+	writes   int // successful Finish and SetStatus calls
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{rules: make(map[int64]*store.Rule), changes: make(chan struct{}, 1)}
+}
+
+func (s *fakeStore) notify() {
+	select {
+	case s.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (s *fakeStore) Changes() <-chan struct{} { return s.changes }
+
+func (s *fakeStore) ActiveRules(ctx context.Context) ([]store.Rule, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	var out []store.Rule
+	for _, r := range s.rules {
+		if r.State == store.Active {
+			out = append(out, *r)
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeStore) Finish(ctx context.Context, id int64, state store.State) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr != nil {
+		return s.writeErr
+	}
+	r, ok := s.rules[id]
+	if !ok {
+		return store.ErrNotFound
+	}
+	if r.State == store.Active {
+		r.State = state
+		r.Announced = false
+	}
+	s.writes++
+	s.notify()
+	return nil
+}
+
+func (s *fakeStore) SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr != nil {
+		return s.writeErr
+	}
+	for _, id := range ids {
+		if r, ok := s.rules[id]; ok {
+			r.Announced, r.LastError = announced, lastErr
+		}
+	}
+	s.writes++
+	return nil
+}
+
+// add stores an active rule and returns its id.
+func (s *fakeStore) add(r flowspec.Rule, expires time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	s.rules[s.nextID] = &store.Rule{ID: s.nextID, Rule: r, ExpiresAt: expires, State: store.Active}
+	s.notify()
+	return s.nextID
+}
+
+func (s *fakeStore) withdraw(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules[id].WithdrawRequested = true
+	s.notify()
+}
+
+func (s *fakeStore) setReadErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.readErr = err
+}
+
+func (s *fakeStore) get(id int64) store.Rule {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *s.rules[id]
+}
+
+func (s *fakeStore) writeCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writes
+}
+
+// desired returns what the RIB should hold for the store's rules at now.
+func (s *fakeStore) desired(now time.Time) map[flowspec.Match]flowspec.Action {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[flowspec.Match]flowspec.Action)
+	for _, r := range s.rules {
+		if _, retiring := retiringState(*r, now); r.State == store.Active && !retiring {
+			out[r.Rule.Match] = r.Rule.Action
+		}
+	}
+	return out
+}
+
+// fakeSpeaker is a small stateful speaker: its RIB is a map that Announce and
+// Withdraw change (then signal), with injectable errors and a mirror that
+// can be held back.
+type fakeSpeaker struct {
+	mu      sync.Mutex
+	rib     map[flowspec.Match]flowspec.Action
+	ready   bool
+	changes chan struct{}
+	calls   int // Announce and Withdraw calls, failed ones included
+	// announceErr, if set, is consulted before every Announce.
+	announceErr func(r flowspec.Rule) error
+	// holdWithdraw keeps withdrawn paths in the mirror until release.
+	holdWithdraw bool
+	held         []flowspec.Match
+}
+
+func newFakeSpeaker() *fakeSpeaker {
+	return &fakeSpeaker{rib: make(map[flowspec.Match]flowspec.Action), ready: true, changes: make(chan struct{}, 1)}
+}
+
+func (s *fakeSpeaker) notify() {
+	select {
+	case s.changes <- struct{}{}:
+	default:
+	}
+}
+
+func (s *fakeSpeaker) Changes() <-chan struct{} { return s.changes }
+
+func (s *fakeSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.announceErr != nil {
+		if err := s.announceErr(r); err != nil {
+			return err
+		}
+	}
+	s.rib[r.Match] = r.Action
+	s.notify()
+	return nil
+}
+
+func (s *fakeSpeaker) Withdraw(ctx context.Context, m flowspec.Match) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.holdWithdraw {
+		s.held = append(s.held, m)
+		return nil
+	}
+	delete(s.rib, m)
+	s.notify()
+	return nil
+}
+
+func (s *fakeSpeaker) Paths(fn func(flowspec.Match, flowspec.Action)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ready {
+		return false
+	}
+	for m, a := range s.rib {
+		fn(m, a)
+	}
+	return true
+}
+
+// release applies the withdrawals held back so far.
+func (s *fakeSpeaker) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holdWithdraw = false
+	for _, m := range s.held {
+		delete(s.rib, m)
+	}
+	s.held = nil
+	s.notify()
+}
+
+// set changes the RIB behind the reconciler's back (drift, foreign paths).
+func (s *fakeSpeaker) set(m flowspec.Match, a flowspec.Action, present bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if present {
+		s.rib[m] = a
+	} else {
+		delete(s.rib, m)
+	}
+	s.notify()
+}
+
+func (s *fakeSpeaker) setReady(ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready = ok
+	s.notify()
+}
+
+func (s *fakeSpeaker) snapshot() map[flowspec.Match]flowspec.Action {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.rib)
+}
+
+func (s *fakeSpeaker) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// terminalErr is bad data as a speaker would report it.
+type terminalErr struct{ msg string }
+
+func (e *terminalErr) Error() string  { return e.msg }
+func (e *terminalErr) Terminal() bool { return true }
+
+var errFlaky = errors.New("speaker busy")
+
+// testRule returns a distinct valid rule for each i.
+func testRule(t testing.TB, i int, a flowspec.Action) flowspec.Rule {
+	t.Helper()
+	r, err := flowspec.Parse(fmt.Sprintf("match destination 198.18.%d.%d/32 then discard", i/256%256, i%256))
+	if err != nil {
+		t.Fatalf("test rule %d: %v", i, err)
+	}
+	r.Action = a
+	return r
+}
+
+func discard() flowspec.Action { return flowspec.Discard() }
+
+func rateLimit(n int) flowspec.Action { return flowspec.RateLimit(float32(n)) }
+
+func testLogger(t testing.TB) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "reconcile", Level: hclog.Debug, Output: t.Output()})
+}
+
+// startLoop runs r until the test ends.
+func startLoop(t *testing.T, r *Reconciler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func converged(st *fakeStore, sp *fakeSpeaker) func() bool {
+	return func() bool { return maps.Equal(sp.snapshot(), st.desired(time.Now())) }
+}

@@ -1,0 +1,491 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+func newTest(t *testing.T, cfg Config) (*Reconciler, *fakeStore, *fakeSpeaker) {
+	t.Helper()
+	st, sp := newFakeStore(), newFakeSpeaker()
+	return New(testLogger(t), st, sp, cfg), st, sp
+}
+
+func pass(t *testing.T, r *Reconciler) PassResult {
+	t.Helper()
+	r.runPass(context.Background())
+	return r.LastPass()
+}
+
+func TestRunConverges(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	for i := range 50 {
+		a := discard()
+		if i%3 == 0 {
+			a = rateLimit(1000 * (i + 1))
+		}
+		exp := time.Time{}
+		if i%2 == 0 {
+			exp = time.Now().Add(time.Hour)
+		}
+		st.add(testRule(t, i, a), exp)
+	}
+	// Already there as wanted, there with a drifted action, and foreign.
+	sp.set(testRule(t, 1, discard()).Match, discard(), true)
+	sp.set(testRule(t, 2, discard()).Match, rateLimit(7), true)
+	sp.set(testRule(t, 999, discard()).Match, discard(), true)
+
+	startLoop(t, r)
+	eventually(t, 5*time.Second, "RIB == desired", converged(st, sp))
+	eventually(t, 5*time.Second, "all rules reported announced", func() bool {
+		for id := int64(1); id <= 50; id++ {
+			if s := st.get(id); !s.Announced || s.LastError != "" {
+				return false
+			}
+		}
+		return true
+	})
+
+	// More desired state while running, from several goroutines.
+	var wg sync.WaitGroup
+	for i := 50; i < 60; i++ {
+		wg.Go(func() {
+			st.add(testRule(t, i, discard()), time.Time{})
+			r.Trigger()
+		})
+	}
+	wg.Wait()
+	eventually(t, 5*time.Second, "RIB == desired after more rules", converged(st, sp))
+	if d := r.Drift(); d.OrphansWithdrawn != 1 {
+		t.Errorf("drift = %+v, want one orphan withdrawn", d)
+	}
+}
+
+func TestSecondPassChangesNothing(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	for i := range 20 {
+		st.add(testRule(t, i, rateLimit(100*(i+1))), time.Now().Add(time.Hour))
+	}
+	sp.set(testRule(t, 3, discard()).Match, discard(), true)
+	sp.set(testRule(t, 500, discard()).Match, discard(), true)
+
+	first := pass(t, r)
+	if first.Added != 19 || first.Updated != 1 || first.Withdrawn != 1 || first.Errors != 0 {
+		t.Fatalf("first pass = %+v", first)
+	}
+	if !maps.Equal(sp.snapshot(), st.desired(time.Now())) {
+		t.Fatal("RIB != desired after one pass")
+	}
+	calls, writes := sp.callCount(), st.writeCount()
+	second := pass(t, r)
+	if second.Changed() || second.Adopted != 20 || second.Pending != 0 || second.Errors != 0 || second.Err != "" {
+		t.Errorf("second pass = %+v, want 20 adopted and nothing else", second)
+	}
+	if sp.callCount() != calls || st.writeCount() != writes {
+		t.Errorf("second pass made %d speaker calls and %d store writes, want none",
+			sp.callCount()-calls, st.writeCount()-writes)
+	}
+}
+
+func TestStatusWrittenOnlyOnChange(t *testing.T) {
+	r, st, sp := newTest(t, Config{RetryBase: time.Millisecond})
+	for i := range 100 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	pass(t, r)
+	if w := st.writeCount(); w != 1 {
+		t.Errorf("first pass wrote status %d times, want one batch", w)
+	}
+	for range 3 {
+		pass(t, r)
+	}
+	if w := st.writeCount(); w != 1 {
+		t.Errorf("idle passes wrote status: %d writes, want 1", w)
+	}
+	// A failure changes one rule's status: one more write, then none.
+	bad := testRule(t, 7, rateLimit(9))
+	sp.announceErr = func(r flowspec.Rule) error {
+		if r.Match == bad.Match {
+			return errFlaky
+		}
+		return nil
+	}
+	st.mu.Lock()
+	st.rules[8].Rule.Action = bad.Action
+	st.mu.Unlock()
+	pass(t, r)
+	if w := st.writeCount(); w != 2 {
+		t.Errorf("after a failure: %d writes, want 2", w)
+	}
+	if s := st.get(8); s.Announced || s.LastError != errFlaky.Error() {
+		t.Errorf("status of failing rule = %v %q", s.Announced, s.LastError)
+	}
+}
+
+func TestStoreReadFailureWithdrawsNothing(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	forever := st.add(testRule(t, 1, discard()), time.Time{})
+	soon := st.add(testRule(t, 2, discard()), now.Add(time.Minute))
+	pass(t, r)
+	if len(sp.snapshot()) != 2 {
+		t.Fatalf("RIB = %v, want both rules", sp.snapshot())
+	}
+
+	// The store goes away (and would look empty); a foreign path appears;
+	// time passes the second rule's expiry.
+	st.setReadErr(errors.New("database is locked"))
+	orphan := testRule(t, 3, discard())
+	sp.set(orphan.Match, orphan.Action, true)
+	now = now.Add(2 * time.Minute)
+	writes := st.writeCount()
+	res := pass(t, r)
+	rib := sp.snapshot()
+	if _, ok := rib[st.get(forever).Rule.Match]; !ok {
+		t.Error("desired path withdrawn while the store was unreadable")
+	}
+	if _, ok := rib[orphan.Match]; !ok {
+		t.Error("orphan withdrawn while desired state was unknown")
+	}
+	if _, ok := rib[st.get(soon).Rule.Match]; ok {
+		t.Error("rule expired by cached ExpiresAt still announced")
+	}
+	if res.Err == "" || res.Errors == 0 || st.writeCount() != writes {
+		t.Errorf("pass = %+v, store writes %d; want an error reported and no writes", res, st.writeCount()-writes)
+	}
+	if st.get(soon).State != store.Active {
+		t.Error("rule finished while the store was unreadable")
+	}
+
+	// Back: the orphan goes and the expired rule becomes final.
+	st.setReadErr(nil)
+	pass(t, r)
+	pass(t, r)
+	if _, ok := sp.snapshot()[orphan.Match]; ok {
+		t.Error("orphan not withdrawn once the store was back")
+	}
+	if s := st.get(soon).State; s != store.Expired {
+		t.Errorf("expired rule state = %q, want expired", s)
+	}
+}
+
+func TestStoreNeverReadDoesNothing(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	st.setReadErr(errors.New("no database"))
+	sp.set(testRule(t, 1, discard()).Match, discard(), true)
+	res := pass(t, r)
+	if sp.callCount() != 0 || len(sp.snapshot()) != 1 || res.Err == "" {
+		t.Errorf("pass with unknown desired state = %+v, speaker calls %d", res, sp.callCount())
+	}
+}
+
+func TestMirrorNotReadyAnnouncesNothing(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	sp.setReady(false)
+	st.add(testRule(t, 1, discard()), time.Time{})
+	res := pass(t, r)
+	if sp.callCount() != 0 || res.Err == "" || st.writeCount() != 0 {
+		t.Fatalf("pass with mirror not ready = %+v, speaker calls %d, store writes %d", res, sp.callCount(), st.writeCount())
+	}
+	startLoop(t, r)
+	sp.setReady(true)
+	eventually(t, 5*time.Second, "RIB == desired once the mirror is ready", converged(st, sp))
+}
+
+func TestTransientErrorBacksOffWithoutBlockingOthers(t *testing.T) {
+	r, st, sp := newTest(t, Config{RetryBase: 20 * time.Millisecond})
+	flaky := testRule(t, 0, discard())
+	var tries atomic.Int32
+	var firstTry, lastTry atomic.Int64
+	sp.announceErr = func(r flowspec.Rule) error {
+		if r.Match != flaky.Match {
+			return nil
+		}
+		n := tries.Add(1)
+		if n == 1 {
+			firstTry.Store(time.Now().UnixNano())
+		}
+		lastTry.Store(time.Now().UnixNano())
+		if n <= 4 {
+			return errFlaky
+		}
+		return nil
+	}
+	id := st.add(flaky, time.Time{})
+	for i := 1; i < 20; i++ {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	startLoop(t, r)
+	eventually(t, 5*time.Second, "other rules announced while one fails", func() bool {
+		rib := sp.snapshot()
+		return len(rib) >= 19
+	})
+	if st.get(id).LastError == "" && tries.Load() <= 1 {
+		t.Log("flaky rule had not failed yet") // not an error: timing
+	}
+	eventually(t, 5*time.Second, "RIB == desired after retries", converged(st, sp))
+	eventually(t, 5*time.Second, "flaky rule status clean", func() bool {
+		s := st.get(id)
+		return s.Announced && s.LastError == ""
+	})
+	if n := tries.Load(); n != 5 {
+		t.Errorf("flaky rule tried %d times, want 5 (4 failures then success)", n)
+	}
+	// Backoff 20+40+80+160 ms between the five tries: well over 200 ms.
+	if d := time.Duration(lastTry.Load() - firstTry.Load()); d < 250*time.Millisecond {
+		t.Errorf("five tries took %v; backoff not applied", d)
+	}
+}
+
+func TestTerminalErrorRecordedNotRetried(t *testing.T) {
+	r, st, sp := newTest(t, Config{RetryBase: time.Millisecond})
+	bad := testRule(t, 0, discard())
+	var tries atomic.Int32
+	sp.announceErr = func(r flowspec.Rule) error {
+		if r.Match == bad.Match {
+			tries.Add(1)
+			return &terminalErr{"NLRI too long"}
+		}
+		return nil
+	}
+	id := st.add(bad, time.Time{})
+	for i := 1; i < 5; i++ {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	startLoop(t, r)
+	eventually(t, 5*time.Second, "terminal error recorded", func() bool {
+		s := st.get(id)
+		return s.LastError == "NLRI too long" && !s.Announced
+	})
+	eventually(t, 5*time.Second, "other rules announced", func() bool { return len(sp.snapshot()) == 4 })
+	for range 5 {
+		r.Trigger()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := tries.Load(); n != 1 {
+		t.Errorf("terminal rule tried %d times, want 1", n)
+	}
+	// A changed rule is a new request: tried again.
+	st.mu.Lock()
+	st.rules[id].Rule.Action = rateLimit(5)
+	st.mu.Unlock()
+	st.notify()
+	eventually(t, 5*time.Second, "changed rule retried", func() bool { return tries.Load() == 2 })
+}
+
+func TestInvalidRuleRecordedAndHeld(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	bad := testRule(t, 1, discard())
+	sp.set(bad.Match, discard(), true) // announced by an earlier, valid version
+	bad.Action = flowspec.Action{}
+	id := st.add(bad, time.Time{})
+	pass(t, r)
+	if s := st.get(id); s.Announced || s.LastError == "" {
+		t.Errorf("invalid rule status = %v %q, want an error", s.Announced, s.LastError)
+	}
+	if sp.callCount() != 0 {
+		t.Errorf("speaker called %d times for an invalid rule", sp.callCount())
+	}
+}
+
+func TestExpiryUsesTimer(t *testing.T) {
+	r, st, sp := newTest(t, Config{ResyncInterval: time.Hour})
+	keep := st.add(testRule(t, 1, discard()), time.Time{})
+	expires := time.Now().Add(300 * time.Millisecond)
+	m := testRule(t, 2, discard()).Match
+	id := st.add(testRule(t, 2, discard()), expires)
+	startLoop(t, r)
+	eventually(t, 250*time.Millisecond, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
+	for {
+		_, present := sp.snapshot()[m]
+		now := time.Now()
+		if !present {
+			if now.Before(expires) {
+				t.Fatalf("path withdrawn %v before expiry", expires.Sub(now))
+			}
+			if late := now.Sub(expires); late > 500*time.Millisecond {
+				t.Fatalf("path withdrawn %v after expiry", late)
+			}
+			break
+		}
+		if now.Sub(expires) > 500*time.Millisecond {
+			t.Fatal("path still announced 500ms after expiry")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	eventually(t, time.Second, "rule finished as expired", func() bool { return st.get(id).State == store.Expired })
+	if _, ok := sp.snapshot()[st.get(keep).Rule.Match]; !ok {
+		t.Error("rule without expiry withdrawn")
+	}
+}
+
+func TestExpiredWhileDownNeverAnnounced(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	id := st.add(testRule(t, 1, discard()), time.Now().Add(-time.Second))
+	pass(t, r)
+	if sp.callCount() != 0 {
+		t.Errorf("speaker called %d times for a rule that expired while down", sp.callCount())
+	}
+	if s := st.get(id).State; s != store.Expired {
+		t.Errorf("state = %q, want expired", s)
+	}
+}
+
+func TestWithdrawFinishesOnlyAfterPathGone(t *testing.T) {
+	r, st, sp := newTest(t, Config{SettleTimeout: time.Hour})
+	id := st.add(testRule(t, 1, discard()), time.Time{})
+	pass(t, r)
+	sp.holdWithdraw = true
+	st.withdraw(id)
+	res := pass(t, r)
+	if res.Withdrawn != 1 || st.get(id).State != store.Active {
+		t.Fatalf("pass = %+v, state %q; want withdrawn requested and rule still active", res, st.get(id).State)
+	}
+	calls := sp.callCount()
+	res = pass(t, r) // the mirror still shows the path
+	if st.get(id).State != store.Active || res.Pending != 1 || sp.callCount() != calls {
+		t.Fatalf("pass = %+v, state %q, calls +%d; want the rule pending and not withdrawn twice",
+			res, st.get(id).State, sp.callCount()-calls)
+	}
+	sp.release()
+	pass(t, r)
+	if s := st.get(id).State; s != store.Withdrawn {
+		t.Errorf("state after the path went = %q, want withdrawn", s)
+	}
+}
+
+func TestOrphanCap(t *testing.T) {
+	r, st, sp := newTest(t, Config{MaxWithdrawPerPass: 3})
+	for i := range 5 {
+		sp.set(testRule(t, 100+i, discard()).Match, discard(), true)
+	}
+	keep := testRule(t, 1, discard())
+	st.add(keep, time.Time{})
+	res := pass(t, r)
+	if !res.Capped || res.Withdrawn != 0 || res.Orphans != 5 || len(sp.snapshot()) != 6 || res.Err == "" {
+		t.Fatalf("capped pass = %+v, RIB size %d; want nothing withdrawn", res, len(sp.snapshot()))
+	}
+	if res.Added != 1 {
+		t.Errorf("cap stopped the add: %+v", res)
+	}
+
+	// Retiring rules are explicit withdrawals: never capped.
+	var ids []int64
+	for i := range 5 {
+		ids = append(ids, st.add(testRule(t, 10+i, discard()), time.Time{}))
+	}
+	pass(t, r)
+	for _, id := range ids {
+		st.withdraw(id)
+	}
+	res = pass(t, r)
+	if res.Withdrawn != 5 {
+		t.Errorf("retiring withdrawals capped: %+v", res)
+	}
+
+	r2 := New(testLogger(t), st, sp, Config{MaxWithdrawPerPass: 5})
+	res = pass(t, r2)
+	if res.Capped || res.Withdrawn != 5 || r2.Drift().OrphansWithdrawn != 5 {
+		t.Errorf("pass under the cap = %+v, drift %+v", res, r2.Drift())
+	}
+	pass(t, r2)
+	if !maps.Equal(sp.snapshot(), st.desired(time.Now())) {
+		t.Errorf("RIB != desired")
+	}
+}
+
+func TestDryRunTouchesNothing(t *testing.T) {
+	r, st, sp := newTest(t, Config{DryRun: true})
+	for i := range 3 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	expired := st.add(testRule(t, 10, discard()), time.Now().Add(-time.Minute))
+	sp.set(testRule(t, 20, discard()).Match, discard(), true)
+	sp.set(testRule(t, 10, discard()).Match, discard(), true)
+	before := sp.snapshot()
+	res := pass(t, r)
+	if !res.DryRun || res.Added != 3 || res.Withdrawn != 2 {
+		t.Errorf("dry-run pass = %+v, want 3 adds and 2 withdrawals reported", res)
+	}
+	if sp.callCount() != 0 || !maps.Equal(sp.snapshot(), before) || st.writeCount() != 0 {
+		t.Errorf("dry run touched something: speaker calls %d, store writes %d", sp.callCount(), st.writeCount())
+	}
+	if st.get(expired).State != store.Active {
+		t.Error("dry run finished a rule")
+	}
+}
+
+func TestDriftCounters(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	a := testRule(t, 1, discard())
+	b := testRule(t, 2, discard())
+	st.add(a, time.Time{})
+	idB := st.add(b, time.Time{})
+	startLoop(t, r)
+	eventually(t, 5*time.Second, "converged", converged(st, sp))
+	// The first announcements are not drift; the next pass adopts them.
+	eventually(t, 5*time.Second, "adopted", func() bool { return r.LastPass().Adopted == 2 })
+
+	sp.set(a.Match, a.Action, false) // someone deleted our path
+	eventually(t, 5*time.Second, "re-added", func() bool { return r.Drift().Readded == 1 && converged(st, sp)() })
+	eventually(t, 5*time.Second, "adopted", func() bool { return r.LastPass().Adopted == 2 })
+
+	sp.set(b.Match, rateLimit(3), true) // someone changed its action
+	eventually(t, 5*time.Second, "replaced", func() bool { return r.Drift().Replaced == 1 && converged(st, sp)() })
+	eventually(t, 5*time.Second, "adopted", func() bool { return r.LastPass().Adopted == 2 })
+
+	// An operator's change is not drift.
+	st.mu.Lock()
+	st.rules[idB].Rule.Action = rateLimit(42)
+	st.mu.Unlock()
+	st.notify()
+	eventually(t, 5*time.Second, "updated", converged(st, sp))
+	if d := r.Drift(); d != (DriftCounts{Readded: 1, Replaced: 1}) {
+		t.Errorf("drift = %+v", d)
+	}
+}
+
+func TestPreview(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	a := testRule(t, 1, discard())
+	st.add(a, time.Time{})
+	st.add(testRule(t, 2, discard()), time.Time{})
+	sp.set(a.Match, a.Action, true)
+	sp.set(testRule(t, 3, discard()).Match, discard(), true)
+	p, err := r.Preview(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Add) != 1 || p.Add[0].ID != 2 || len(p.Adopt) != 1 || len(p.Withdraw) != 1 || p.Empty() {
+		t.Errorf("preview = %+v", p)
+	}
+	if sp.callCount() != 0 || st.writeCount() != 0 {
+		t.Error("preview changed something")
+	}
+	sp.setReady(false)
+	if _, err := r.Preview(context.Background()); !errors.Is(err, ErrMirrorNotReady) {
+		t.Errorf("preview with mirror not ready: err = %v", err)
+	}
+	st.setReadErr(errors.New("down"))
+	if _, err := r.Preview(context.Background()); err == nil {
+		t.Error("preview with store down: no error")
+	}
+}
+
+func TestRunTwiceRefused(t *testing.T) {
+	r, _, _ := newTest(t, Config{})
+	startLoop(t, r)
+	time.Sleep(10 * time.Millisecond)
+	if err := r.Run(context.Background()); err == nil {
+		t.Error("second Run did not fail")
+	}
+}

@@ -1,0 +1,376 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// runPass runs one pass, records and logs its result, and returns when the
+// loop must wake up next for expiry and for retries (zero: no need).
+func (r *Reconciler) runPass(ctx context.Context) (nextExpiry, nextRetry time.Time) {
+	now := r.now()
+	res := PassResult{Started: now, DryRun: r.cfg.DryRun}
+	nextExpiry = r.pass(ctx, now, &res)
+	nextRetry = r.nextRetry(now)
+	res.Duration = r.now().Sub(now)
+
+	r.mu.Lock()
+	r.last = res
+	r.mu.Unlock()
+
+	lvl := hclog.Debug
+	if res.Changed() {
+		lvl = hclog.Info
+	}
+	r.log.Log(lvl, "pass", "added", res.Added, "updated", res.Updated,
+		"withdrawn", res.Withdrawn, "adopted", res.Adopted, "finished", res.Finished,
+		"orphans", res.Orphans, "pending", res.Pending, "errors", res.Errors,
+		"capped", res.Capped, "dry_run", res.DryRun, "duration", res.Duration, "err", res.Err)
+	return nextExpiry, nextRetry
+}
+
+// pass does one reconcile and fills res. It returns the nearest future
+// expiry among desired rules.
+func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) time.Time {
+	storeErr := false
+	defer func() { r.storeDone(storeErr, now) }()
+
+	// Desired state. Unknown is not empty: on a read error, keep working
+	// from the last rows read (they still expire on time) but withdraw no
+	// orphans and write nothing to the store.
+	storeOK := true
+	rows, err := r.d.ActiveRules(ctx)
+	switch {
+	case err == nil:
+		r.rows, r.haveRows = rows, true
+	case !r.haveRows:
+		storeErr = true
+		res.Errors++
+		res.Err = "desired state unreadable: " + err.Error()
+		r.log.Warn("cannot read desired state; doing nothing", "err", err)
+		return time.Time{}
+	default:
+		storeErr, storeOK = true, false
+		res.Errors++
+		res.Err = "desired state unreadable, working from the last rows read: " + err.Error()
+		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "err", err)
+		rows = r.rows
+	}
+	v := newView(rows, now)
+
+	// Actual state. Not initialised is not empty: do nothing blindly; the
+	// speaker's Changes wakes us once the mirror is ready.
+	clear(r.actual)
+	if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
+		res.Err = joinErr(res.Err, "RIB mirror not initialised")
+		r.log.Debug("RIB mirror not initialised; waiting")
+		return v.nextExpiry
+	}
+
+	if storeOK {
+		for _, row := range rows {
+			if _, ok := r.written[row.ID]; !ok {
+				r.written[row.ID] = ruleStatus{announced: row.Announced, lastErr: row.LastError}
+			}
+		}
+		for id := range r.written {
+			if _, ok := v.ids[id]; !ok {
+				delete(r.written, id)
+			}
+		}
+	}
+	for m, e := range r.expects {
+		a, present := r.actual[m]
+		if e.met(a, present) || !now.Before(e.deadline) {
+			delete(r.expects, m)
+		}
+	}
+
+	p := r.plan(v, r.actual)
+	r.prune(v, p)
+	res.Orphans = len(p.Withdraw)
+
+	var st statusBatch
+	for _, bad := range v.invalid {
+		st.set(bad.id, false, bad.err.Error())
+	}
+	for _, s := range v.shadowed {
+		st.set(s.id, false, s.err())
+	}
+	for _, it := range p.Adopt {
+		res.Adopted++
+		r.seen[it.Match] = it.Action
+		delete(r.attempts, it.Match)
+		st.set(it.ID, true, "")
+	}
+
+	// Make before break: everything desired first, then withdrawals.
+	for _, it := range p.Add {
+		if ctx.Err() != nil {
+			break
+		}
+		r.announce(ctx, it, "add", now, res, &st)
+	}
+	for _, it := range p.Update {
+		if ctx.Err() != nil {
+			break
+		}
+		r.announce(ctx, it, "update", now, res, &st)
+	}
+	for _, it := range p.Retire {
+		if ctx.Err() != nil {
+			break
+		}
+		r.withdraw(ctx, it, "retire", v, now, res, &st)
+	}
+	switch {
+	case !storeOK || len(p.Withdraw) == 0:
+	case p.Capped:
+		res.Capped = true
+		res.Err = joinErr(res.Err, "orphan cap: withdrew none of the orphans")
+		r.log.Warn("too many orphan paths; withdrawing none of them",
+			"orphans", len(p.Withdraw), "max_withdraw_per_pass", r.cfg.MaxWithdrawPerPass)
+	default:
+		for _, it := range p.Withdraw {
+			if ctx.Err() != nil {
+				break
+			}
+			r.withdraw(ctx, it, "orphan", v, now, res, &st)
+		}
+	}
+	if ctx.Err() != nil {
+		res.Err = joinErr(res.Err, "interrupted: "+ctx.Err().Error())
+		return v.nextExpiry
+	}
+
+	// A retiring rule becomes final only now that the mirror shows its
+	// path gone; and only with the store readable, never in a dry run.
+	if storeOK {
+		for _, it := range p.Finish {
+			delete(r.attempts, it.Match)
+			if r.cfg.DryRun {
+				res.Finished++
+				r.log.Debug("would finish", "id", it.ID, "state", it.State)
+				continue
+			}
+			if err := r.d.Finish(ctx, it.ID, it.State); err != nil {
+				storeErr = true
+				res.Errors++
+				r.log.Warn("cannot finish rule", "id", it.ID, "state", it.State, "err", err)
+				continue
+			}
+			res.Finished++
+			delete(r.written, it.ID)
+			r.log.Info("rule finished", "id", it.ID, "state", it.State, "family", it.Match.Family())
+		}
+	}
+
+	if storeOK && !r.cfg.DryRun {
+		if _, err := st.flush(ctx, r.d, r.written); err != nil {
+			storeErr = true
+			res.Errors++
+			r.log.Warn("cannot write rule status", "err", err)
+		}
+	}
+	return v.nextExpiry
+}
+
+// plan is Diff plus what Diff cannot know from two maps: the Matches of
+// invalid rules are held (not orphans), every retiring row of a gone Match
+// finishes, and the orphan cap.
+func (r *Reconciler) plan(v view, actual map[flowspec.Match]flowspec.Action) Plan {
+	p := Diff(v.want, actual)
+	if len(v.hold) > 0 {
+		p.Withdraw = slices.DeleteFunc(p.Withdraw, func(it Item) bool {
+			_, held := v.hold[it.Match]
+			return held
+		})
+	}
+	if len(p.Finish) > 0 {
+		fin := make([]Item, 0, len(p.Finish))
+		for _, it := range p.Finish {
+			fin = append(fin, v.retiring[it.Match]...)
+		}
+		p.Finish = fin
+	}
+	p.Capped = r.cfg.MaxWithdrawPerPass > 0 && len(p.Withdraw) > r.cfg.MaxWithdrawPerPass
+	return p
+}
+
+// prune forgets per-Match state that no longer applies, so that memory
+// follows the desired and actual sets.
+func (r *Reconciler) prune(v view, p Plan) {
+	var orphans map[flowspec.Match]struct{}
+	if len(p.Withdraw) > 0 && len(r.attempts) > 0 {
+		orphans = make(map[flowspec.Match]struct{}, len(p.Withdraw))
+		for _, it := range p.Withdraw {
+			orphans[it.Match] = struct{}{}
+		}
+	}
+	for m := range r.attempts {
+		_, wanted := v.want[m]
+		_, orphan := orphans[m]
+		if !wanted && !orphan {
+			delete(r.attempts, m)
+		}
+	}
+	for m := range r.seen {
+		if w, ok := v.want[m]; !ok || w.Retire != "" {
+			delete(r.seen, m)
+		}
+	}
+}
+
+// waiting reports whether a request for m must not be made this pass: it
+// failed terminally, it is backing off, or the speaker accepted it and the
+// mirror has not caught up yet.
+func (r *Reconciler) waiting(m flowspec.Match, o op, a flowspec.Action, now time.Time, res *PassResult) bool {
+	if at, ok := r.attempts[m]; ok && at.same(o, a) {
+		if at.terminal {
+			return true
+		}
+		if now.Before(at.next) {
+			res.Pending++
+			return true
+		}
+	}
+	if e, ok := r.expects[m]; ok && e.op == o && (o != opAnnounce || e.action == a) {
+		res.Pending++
+		return true
+	}
+	return false
+}
+
+// failed records a failed request: terminal ones are not retried while the
+// request stays the same; transient ones back off exponentially.
+func (r *Reconciler) failed(m flowspec.Match, o op, a flowspec.Action, err error, now time.Time) (retryIn time.Duration, terminal bool) {
+	at, ok := r.attempts[m]
+	if !ok || !at.same(o, a) {
+		at = &attempt{op: o, action: a}
+		r.attempts[m] = at
+	}
+	at.failures++
+	if IsTerminal(err) {
+		at.terminal = true
+		return 0, true
+	}
+	retryIn = backoff{base: r.cfg.RetryBase, max: r.cfg.RetryMax}.delay(at.failures)
+	at.next = now.Add(retryIn)
+	return retryIn, false
+}
+
+func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now time.Time, res *PassResult, st *statusBatch) {
+	if r.waiting(it.Match, opAnnounce, it.Action, now, res) {
+		return
+	}
+	count := &res.Added
+	if kind == "update" {
+		count = &res.Updated
+	}
+	if r.cfg.DryRun {
+		*count++
+		r.log.Debug("would announce", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+		return
+	}
+	if err := r.s.Announce(ctx, it.Rule()); err != nil {
+		res.Errors++
+		st.set(it.ID, false, err.Error())
+		retryIn, term := r.failed(it.Match, opAnnounce, it.Action, err, now)
+		if term {
+			r.log.Error("rule rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
+		} else {
+			r.log.Warn("announce failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
+		}
+		return
+	}
+	*count++
+	delete(r.attempts, it.Match)
+	r.expects[it.Match] = expect{op: opAnnounce, action: it.Action, deadline: now.Add(r.cfg.SettleTimeout)}
+	st.set(it.ID, true, "")
+	if seen, ok := r.seen[it.Match]; ok {
+		switch {
+		case kind == "add":
+			r.readded.Add(1)
+			kind = "readd"
+		case seen == it.Action:
+			r.replaced.Add(1)
+			kind = "replace"
+		}
+	}
+	r.log.Info("rule announced", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+}
+
+func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v view, now time.Time, res *PassResult, st *statusBatch) {
+	if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
+		return
+	}
+	if r.cfg.DryRun {
+		res.Withdrawn++
+		r.log.Debug("would withdraw", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+		return
+	}
+	if err := r.s.Withdraw(ctx, it.Match); err != nil {
+		res.Errors++
+		for _, rr := range v.retiring[it.Match] {
+			st.set(rr.ID, true, err.Error())
+		}
+		retryIn, term := r.failed(it.Match, opWithdraw, flowspec.Action{}, err, now)
+		if term {
+			r.log.Error("withdraw rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
+		} else {
+			r.log.Warn("withdraw failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
+		}
+		return
+	}
+	res.Withdrawn++
+	delete(r.attempts, it.Match)
+	delete(r.seen, it.Match)
+	r.expects[it.Match] = expect{op: opWithdraw, deadline: now.Add(r.cfg.SettleTimeout)}
+	if kind == "orphan" {
+		r.orphaned.Add(1)
+	}
+	r.log.Info("rule withdrawn", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+}
+
+// storeDone updates the backoff for store errors (reads and writes): the
+// level-triggered pass repeats whatever failed once the retry timer fires.
+func (r *Reconciler) storeDone(failed bool, now time.Time) {
+	if !failed {
+		r.storeFail, r.storeNext = 0, time.Time{}
+		return
+	}
+	r.storeFail++
+	r.storeNext = now.Add(backoff{base: r.cfg.RetryBase, max: r.cfg.RetryMax}.delay(r.storeFail))
+}
+
+// nextRetry is when the loop must wake up for a backoff or an expectation
+// that may time out; zero if nothing waits.
+func (r *Reconciler) nextRetry(now time.Time) time.Time {
+	var t time.Time
+	for _, a := range r.attempts {
+		if !a.terminal {
+			t = earliest(t, a.next)
+		}
+	}
+	for _, e := range r.expects {
+		t = earliest(t, e.deadline)
+	}
+	if r.storeFail > 0 {
+		t = earliest(t, r.storeNext)
+	}
+	if !t.IsZero() && t.Before(now) {
+		t = now
+	}
+	return t
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

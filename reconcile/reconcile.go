@@ -1,0 +1,253 @@
+// Package reconcile keeps the speaker's locally originated paths exactly
+// equal to the desired rules in the store.
+//
+// The loop is level-triggered: store changes, RIB mirror changes, the
+// expiry timer, retry timers, a periodic resync and Trigger only wake it,
+// and every pass re-reads both sides. A pass runs lifecycle (expired and
+// withdrawn rules) → validate → Diff → apply make-before-break (adds and
+// updates before withdrawals) → status write-back.
+//
+// Unknown is never empty: when desired state cannot be read, the pass works
+// from the last rows it read and withdraws no orphans; when the RIB mirror
+// is not initialised, the pass announces and withdraws nothing.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// Desired is what the reconciler needs of the desired-state store.
+type Desired interface {
+	// ActiveRules returns every rule in state Active for this site,
+	// including those past ExpiresAt or with WithdrawRequested.
+	ActiveRules(ctx context.Context) ([]store.Rule, error)
+	// Finish makes a rule final (Withdrawn or Expired); idempotent.
+	Finish(ctx context.Context, id int64, state store.State) error
+	SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error
+	// Changes delivers a coalesced wake-up after any desired-state change.
+	Changes() <-chan struct{}
+}
+
+// Speaker is what the reconciler needs of the BGP speaker.
+type Speaker interface {
+	// Announce adds or replaces the local path for r.
+	Announce(ctx context.Context, r flowspec.Rule) error
+	// Withdraw deletes the local path whose NLRI is m.
+	Withdraw(ctx context.Context, m flowspec.Match) error
+	// Paths calls fn for every locally originated path in the mirror of
+	// the RIB; ok is false (and fn is not called) until it is initialised.
+	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
+	// Changes delivers a coalesced wake-up after any mirror change.
+	Changes() <-chan struct{}
+}
+
+// Defaults for the zero Config fields.
+const (
+	DefaultResyncInterval     = 5 * time.Minute
+	DefaultMaxWithdrawPerPass = 1000
+	DefaultRetryBase          = 100 * time.Millisecond
+	DefaultRetryMax           = 30 * time.Second
+	DefaultSettleTimeout      = 2 * time.Second
+)
+
+// Config tunes the loop. The zero value gives the defaults.
+type Config struct {
+	// ResyncInterval is the period of the full safety-net pass; default 5m.
+	ResyncInterval time.Duration
+	// MaxWithdrawPerPass caps orphan withdrawals: a pass that finds more
+	// orphans than this withdraws none of them and reports it (Capped), on
+	// the grounds that losing most of the desired state at once is more
+	// likely a fault than an intent. Retiring rules are not orphans and are
+	// never capped. 0 means DefaultMaxWithdrawPerPass; negative: no cap.
+	MaxWithdrawPerPass int
+	// RetryBase and RetryMax bound the per-rule exponential backoff after a
+	// transient error; defaults 100ms and 30s.
+	RetryBase, RetryMax time.Duration
+	// SettleTimeout is how long a change the speaker accepted may take to
+	// show in the mirror before it is requested again; default 2s.
+	SettleTimeout time.Duration
+	// DryRun computes and reports every pass's plan but changes nothing:
+	// no speaker calls and no store writes.
+	DryRun bool
+}
+
+func (c Config) withDefaults() Config {
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = DefaultResyncInterval
+	}
+	if c.MaxWithdrawPerPass == 0 {
+		c.MaxWithdrawPerPass = DefaultMaxWithdrawPerPass
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = DefaultRetryBase
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	if c.RetryMax < c.RetryBase {
+		c.RetryMax = c.RetryBase
+	}
+	if c.SettleTimeout <= 0 {
+		c.SettleTimeout = DefaultSettleTimeout
+	}
+	return c
+}
+
+// PassResult summarises one pass.
+type PassResult struct {
+	Started  time.Time
+	Duration time.Duration
+	// Added, Updated, Withdrawn (orphans and retiring rules), Adopted and
+	// Finished count what the pass did (in a dry run: would do).
+	Added, Updated, Withdrawn, Adopted, Finished int
+	// Orphans is the number of orphan paths found.
+	Orphans int
+	// Pending counts changes not requested this pass: waiting for a
+	// backoff to expire or for the mirror to show an earlier change.
+	Pending int
+	// Errors counts failures in this pass: per-rule and store errors.
+	Errors int
+	// Err says why the pass did less than a full reconcile; "" if it did not.
+	Err string
+	// Capped is set when the orphan cap stopped all orphan withdrawals.
+	Capped bool
+	DryRun bool
+}
+
+// Changed reports whether the pass changed (or in a dry run would change)
+// the RIB or the store's final states.
+func (p PassResult) Changed() bool {
+	return p.Added+p.Updated+p.Withdrawn+p.Finished > 0
+}
+
+// DriftCounts counts repairs of the RIB drifting away from what this
+// process had seen it hold. A rule's first announcement and an operator's
+// change are not drift.
+type DriftCounts struct {
+	Readded          uint64 // a desired path seen in the RIB went missing and was re-added
+	OrphansWithdrawn uint64 // a path nothing desires was withdrawn
+	Replaced         uint64 // a desired path's action changed under us and was replaced
+}
+
+// Reconciler keeps the speaker's paths equal to the desired state.
+type Reconciler struct {
+	log  hclog.Logger
+	d    Desired
+	s    Speaker
+	cfg  Config
+	now  func() time.Time
+	wake signal
+
+	running atomic.Bool
+
+	mu   sync.Mutex
+	last PassResult
+
+	readded, orphaned, replaced atomic.Uint64
+
+	// Owned by the goroutine running passes.
+	rows      []store.Rule // last rows read successfully
+	haveRows  bool
+	written   map[int64]ruleStatus // status the store holds, as far as we know
+	attempts  map[flowspec.Match]*attempt
+	expects   map[flowspec.Match]expect
+	seen      map[flowspec.Match]flowspec.Action // desired action last seen in the RIB
+	storeFail int                                // consecutive passes with a store error
+	storeNext time.Time                          // retry after a store error
+	actual    map[flowspec.Match]flowspec.Action
+}
+
+// New returns a reconciler of speaker s to desired state d. It does nothing
+// until Run.
+func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Reconciler{
+		log:      log,
+		d:        d,
+		s:        s,
+		cfg:      cfg.withDefaults(),
+		now:      time.Now,
+		wake:     newSignal(),
+		written:  make(map[int64]ruleStatus),
+		attempts: make(map[flowspec.Match]*attempt),
+		expects:  make(map[flowspec.Match]expect),
+		seen:     make(map[flowspec.Match]flowspec.Action),
+		actual:   make(map[flowspec.Match]flowspec.Action),
+	}
+}
+
+// Trigger asks for a pass soon. It never blocks and is safe from any
+// goroutine; triggers that arrive before the pass starts merge into it.
+func (r *Reconciler) Trigger() { r.wake.notify() }
+
+// LastPass returns the result of the most recent pass.
+func (r *Reconciler) LastPass() PassResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// Drift returns the drift repair counters since New.
+func (r *Reconciler) Drift() DriftCounts {
+	return DriftCounts{
+		Readded:          r.readded.Load(),
+		OrphansWithdrawn: r.orphaned.Load(),
+		Replaced:         r.replaced.Load(),
+	}
+}
+
+// Run runs passes until ctx is done: one at once, then one per wake-up. It
+// returns nil when ctx is done.
+func (r *Reconciler) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("reconcile: Run is already running")
+	}
+	defer r.running.Store(false)
+
+	storeCh, ribCh := r.d.Changes(), r.s.Changes()
+	resync := time.NewTicker(r.cfg.ResyncInterval)
+	defer resync.Stop()
+	expiry := time.NewTimer(time.Hour)
+	expiry.Stop()
+	defer expiry.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+
+	r.Trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake.c:
+		case <-storeCh:
+		case <-ribCh:
+		case <-expiry.C:
+		case <-retry.C:
+		case <-resync.C:
+		}
+		nextExpiry, nextRetry := r.runPass(ctx)
+		r.arm(expiry, nextExpiry)
+		r.arm(retry, nextRetry)
+	}
+}
+
+// arm sets t to fire at at, or stops it when at is zero. (Go ≥1.23 timers:
+// Reset discards a stale expiry, no draining needed.)
+func (r *Reconciler) arm(t *time.Timer, at time.Time) {
+	if at.IsZero() {
+		t.Stop()
+		return
+	}
+	t.Reset(max(at.Sub(r.now()), 0))
+}

@@ -1,0 +1,72 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ruleStatus is what this site's reconciler reports for one rule.
+type ruleStatus struct {
+	announced bool
+	lastErr   string
+}
+
+// statusBatch collects the statuses a pass wants to report. flush writes only
+// those that differ from what was last written, batched by status, and
+// remembers them: a pass that changes nothing writes nothing.
+type statusBatch struct {
+	want map[int64]ruleStatus
+}
+
+func (b *statusBatch) set(id int64, announced bool, lastErr string) {
+	if b.want == nil {
+		b.want = make(map[int64]ruleStatus)
+	}
+	b.want[id] = ruleStatus{announced: announced, lastErr: lastErr}
+}
+
+// flush writes the changed statuses through d. written is the cache of what
+// the store holds (seeded from the rows read); it is updated only for writes
+// that succeeded, so failed ones are retried by a later pass.
+func (b *statusBatch) flush(ctx context.Context, d Desired, written map[int64]ruleStatus) (writes int, err error) {
+	groups := make(map[ruleStatus][]int64)
+	for id, st := range b.want {
+		if old, ok := written[id]; ok && old == st {
+			continue
+		}
+		groups[st] = append(groups[st], id)
+	}
+	// Deterministic order keeps logs and tests readable.
+	keys := make([]ruleStatus, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b ruleStatus) int {
+		if a.announced != b.announced {
+			if a.announced {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.lastErr, b.lastErr)
+	})
+	var errs []error
+	for _, st := range keys {
+		ids := groups[st]
+		slices.Sort(ids)
+		if e := d.SetStatus(ctx, ids, st.announced, st.lastErr); e != nil {
+			errs = append(errs, fmt.Errorf("set status of %d rules: %w", len(ids), e))
+			continue
+		}
+		writes++
+		for _, id := range ids {
+			written[id] = st
+		}
+	}
+	if len(errs) > 0 {
+		return writes, errs[0]
+	}
+	return writes, nil
+}
