@@ -191,7 +191,8 @@ func prefixOf(f Family, c string) (netip.Prefix, int) {
 	if f == IPv4 {
 		var a [4]byte
 		copy(a[:], c[2:])
-		return netip.PrefixFrom(netip.AddrFrom4(a), bits), 0
+		p, _ := netip.AddrFrom4(a).Prefix(bits) // clears padding bits
+		return p, 0
 	}
 	off := int(c[2])
 	var a [16]byte

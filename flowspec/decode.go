@@ -9,10 +9,10 @@ const MaxNLRILen = 0xfff
 //
 // Decoding is strict: components must appear once each in increasing type
 // order, be defined for the family, have allowed value lengths and no
-// reserved bits set; prefixes must be at most 32/128 bits with zero bits
-// after the prefix length. Values longer than necessary are accepted and
-// kept byte for byte (the NLRI is the rule's identity on the wire); see
-// Match.Canonical.
+// reserved bits set; prefixes must be at most 32/128 bits and IPv6 offsets
+// at most the prefix length. Values longer than necessary and non-zero
+// padding after a prefix are accepted and kept byte for byte (the NLRI is
+// the rule's identity on the wire); see Match.Canonical.
 func DecodeMatch(f Family, b []byte) (Match, int, error) {
 	if !f.IsValid() {
 		return Match{}, 0, decodeErr(0, "invalid family")
@@ -88,9 +88,8 @@ func scan[S ~string | ~[]byte](f Family, body S, base int) error {
 			if len(body)-pos < nb {
 				return decodeErr(base+len(body), "%s: prefix truncated: %d bytes needed, %d present", t, nb, len(body)-pos)
 			}
-			if r := pat % 8; r != 0 && body[pos+nb-1]&(0xff>>r) != 0 {
-				return decodeErr(base+pos+nb-1, "%s: bits set after the prefix length", t)
-			}
+			// Padding bits after the prefix are ignored (RFC 4271 §4.3,
+			// RFC 8956 §3.1) but kept: the bytes are the rule's identity.
 			pos += nb
 			continue
 		}

@@ -108,7 +108,7 @@ func (m Match) Canonical() Match {
 	}
 	canon := true
 	for c := range m.All() {
-		if !canonicalComponent(c.b) {
+		if !canonicalComponent(m.fam, c.b) {
 			canon = false
 			break
 		}
@@ -119,7 +119,8 @@ func (m Match) Canonical() Match {
 	b := make([]byte, 0, len(m.nlri))
 	for c := range m.All() {
 		if specOf(c.Type()).kind == kindPrefix {
-			b = append(b, c.b...)
+			p, off := prefixOf(m.fam, c.b)
+			b = appendPrefix(append(b, c.b[0]), m.fam, p, off)
 			continue
 		}
 		b = append(b, c.b[0])
@@ -135,9 +136,17 @@ func (m Match) Canonical() Match {
 	return Match{fam: m.fam, nlri: string(b)}
 }
 
-func canonicalComponent(c string) bool {
+func canonicalComponent(f Family, c string) bool {
 	k := specOf(ComponentType(c[0])).kind
 	if k == kindPrefix {
+		// Canonical when the padding bits after the pattern are zero.
+		hdr, pat := 2, int(c[1])
+		if f == IPv6 {
+			hdr, pat = 3, pat-int(c[2])
+		}
+		if r := pat % 8; r != 0 && c[hdr+pat/8]&(0xff>>r) != 0 {
+			return false
+		}
 		return true
 	}
 	for pos := 1; pos < len(c); {

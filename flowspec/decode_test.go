@@ -1,0 +1,184 @@
+package flowspec
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Valid NLRI from BIRD's lib/flowspec_test.c (t_builder4/6, t_formatting4/6)
+// with their canonical text in this package's syntax.
+var birdVectors = []struct {
+	fam  Family
+	wire string
+	text string
+	// canonical is false when the encoding carries non-zero padding or
+	// non-minimal values.
+	canonical bool
+}{
+	{IPv4, "19 01 18 05 06 07 02 20 0a 0b 0c 0d 03 80 06 04 03 89 45 8b 91 1f 90 09 80 55",
+		"destination 5.6.7.0/24 source 10.11.12.13/32 protocol true port >=137&<=139 ==8080 tcp-flags FRAE", false},
+	{IPv6, "1b 01 67 3d 01 12 34 56 78 98 02 08 00 c0 03 80 06 04 03 89 45 8b 91 1f 90 0d 80 55",
+		// BIRD reads this pattern byte-aligned as ::1:1234:5678:9800:0; RFC
+		// 8956 §3.1 makes the pattern the (length - offset) bits that
+		// follow the offset byte, so the same bytes mean this:
+		"destination ::891:a2b3:c400:0/103 offset 61 source c000::/8 protocol true port >=137&<=139 ==8080 label true", false},
+	{IPv4, "3f 01 08 0a 03 81 17 05 02 18 44 1e 03 28 45 32 03 3c 45 46 01 50 c3 5a 06 02 18 44 1e 01 28 01 32 03 3c 45 46 81 50 07 81 50 08 81 5a 09 01 03 c2 0c 0a 03 00 d5 ff ff 0b 81 3f 0c 01 01 82 02",
+		"destination 10.0.0.0/8 protocol ==23 destination-port >24&<30 >=40&<=50 >=60&<=70 ==80&>=90 source-port >24&<30 ==40 ==50 >=60&<=70 ==80 icmp-type ==80 icmp-code ==90 tcp-flags =FS&!RP packet-length >=0&<=65535 dscp ==63 fragment =dont-fragment !is-fragment", true},
+	{IPv6, "1e 01 67 3d 01 12 34 56 78 98 02 08 00 c0 03 81 06 04 03 14 45 28 91 01 11 0d a0 12 34 56 78",
+		"", false}, // label 0x12345678 exceeds 20 bits: rejected below
+}
+
+func TestDecodeBIRD(t *testing.T) {
+	for _, v := range birdVectors {
+		b := unhex(t, v.wire)
+		m, n, err := DecodeMatch(v.fam, b)
+		if v.text == "" {
+			if err == nil {
+				t.Errorf("DecodeMatch(%s) accepted %v", v.wire, m)
+			}
+			continue
+		}
+		if err != nil || n != len(b) {
+			t.Errorf("DecodeMatch(%s) = %d, %v", v.wire, n, err)
+			continue
+		}
+		if got := m.String(); got != v.text {
+			t.Errorf("String = %q\nwant     %q", got, v.text)
+		}
+		if !bytes.Equal(m.AppendTo(nil), b) {
+			t.Errorf("re-encode differs: % x", m.AppendTo(nil))
+		}
+		if m.IsCanonical() != v.canonical {
+			t.Errorf("%s: IsCanonical = %v", v.text, m.IsCanonical())
+		}
+		p, err := ParseMatch(v.fam, v.text)
+		if err != nil || p != m.Canonical() {
+			t.Errorf("ParseMatch(String) = %v, %v; want Canonical %v", p, err, m.Canonical())
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		fam  Family
+		wire string
+		off  int
+		msg  string
+	}{
+		{IPv4, "", 0, "length missing"},
+		{IPv4, "00", 0, "empty NLRI"},
+		{IPv4, "05 01 18 c0", 4, "truncated"},
+		{IPv4, "f0", 1, "2-byte NLRI length truncated"},
+		{IPv4, "f0 05 01 08 0a 03 81 06", 0, "must use the 1-byte form"},
+		{IPv4, "07 01 21 05 06 07 08 09", 2, "prefix length 33 exceeds 32"},           // BIRD
+		{IPv4, "0b 02 20 0a 0b 0c 0d 01 18 05 06 07", 7, "increasing type order"},     // BIRD
+		{IPv4, "0a 01 18 05 06 07 01 18 05 06 07", 6, "duplicate component"},          // BIRD
+		{IPv4, "08 04 43 89 45 8b 91 1f 90", 2, "AND bit"},                            // BIRD
+		{IPv4, "03 03 89 06", 2, "reserved operator bits"},                            // BIRD
+		{IPv4, "0b 01 18 05 06 07 09 80 55 0d 80 55", 9, "unknown component type 13"}, // BIRD
+		{IPv6, "06 0d 80 55 0e 80 55", 4, "unknown component type 14"},                // BIRD
+		{IPv6, "0c 01 81 40 12 34 56 78 9a bc de f0 12", 2, "exceeds 128"},            // BIRD
+		{IPv6, "06 01 30 40 40 12 34", 3, "offset 64 exceeds prefix length 48"},       // BIRD
+		{IPv6, "07 03 81 06 02 08 00 c0", 4, "increasing type order"},                 // BIRD
+		{IPv6, "02 01 80", 3, "prefix offset missing"},                                // GoBGP v3 panics on this
+		{IPv4, "02 03 81", 3, "value truncated"},
+		{IPv4, "03 03 01 06", 4, "operator missing"},
+		{IPv4, "03 03 91 00", 2, "2-byte value not allowed"},
+		{IPv4, "06 05 a1 00 00 00 00", 2, "4-byte value not allowed"},
+		{IPv4, "03 0b 81 40", 3, "out of range 0..63"},
+		{IPv4, "03 0c 81 10", 3, "out of range 0..15"},
+		{IPv4, "03 09 8d 02", 2, "reserved operator bits"},
+		{IPv6, "03 0c 81 01", 3, "dont-fragment bit is not defined for IPv6"},
+		{IPv6, "06 0d a1 00 10 00 00", 3, "out of range 0..1048575"},
+		{IPv4, "03 00 81 06", 1, "unknown component type 0"},
+		{IPv4, "03 0d 81 06", 1, "unknown component type 13"},
+		{IPv4, "0a 09 b1 00 00 00 00 00 00 00 00", 2, "8-byte value not allowed"},
+	}
+	for _, tt := range tests {
+		_, _, err := DecodeMatch(tt.fam, unhex(t, tt.wire))
+		var de *DecodeError
+		if !errors.As(err, &de) {
+			t.Errorf("DecodeMatch(%s) = %v, want *DecodeError", tt.wire, err)
+			continue
+		}
+		if de.Offset != tt.off || !strings.Contains(de.Msg, tt.msg) {
+			t.Errorf("DecodeMatch(%s): byte %d %q; want byte %d ~%q", tt.wire, de.Offset, de.Msg, tt.off, tt.msg)
+		}
+	}
+	if _, _, err := DecodeMatch(0, []byte{1, 3}); err == nil {
+		t.Error("invalid family accepted")
+	}
+}
+
+// A rule of 240+ bytes uses the 2-byte length form; the decoder reads it
+// and SendableByGoBGPv3 refuses it.
+func TestLongNLRI(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("destination 10.0.0.0/8 destination-port")
+	for i := range 80 {
+		sb.WriteString(" ==" + itoa(uint64(1000+i)))
+	}
+	m, err := ParseMatch(IPv4, sb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := m.AppendTo(nil)
+	if b[0]&0xf0 != 0xf0 || m.Len() != len(b) || len(b) < 240 {
+		t.Fatalf("length form: % x (len %d)", b[:2], len(b))
+	}
+	d, n, err := DecodeMatch(IPv4, b)
+	if err != nil || n != len(b) || d != m {
+		t.Fatalf("decode: %v %d %v", d, n, err)
+	}
+	if err := m.SendableByGoBGPv3(); !errors.Is(err, ErrGoBGPv3) {
+		t.Errorf("SendableByGoBGPv3 = %v", err)
+	}
+	short := mustMatch(t, IPv4, "destination 10.0.0.0/8")
+	if err := short.SendableByGoBGPv3(); err != nil {
+		t.Error(err)
+	}
+	off := mustMatch(t, IPv6, "destination ::1:0:0/96 offset 64")
+	if err := off.SendableByGoBGPv3(); !errors.Is(err, ErrGoBGPv3) || !strings.Contains(err.Error(), "offset") {
+		t.Errorf("offset: %v", err)
+	}
+	// Too long for any speaker.
+	sb.Reset()
+	sb.WriteString("destination-port")
+	for i := range 1400 {
+		sb.WriteString(" ==" + itoa(uint64(1000+i)))
+	}
+	if _, err := ParseMatch(IPv4, sb.String()); err == nil || !strings.Contains(err.Error(), "maximum is 4095") {
+		t.Errorf("4095 limit: %v", err)
+	}
+}
+
+func TestNoAllocs(t *testing.T) {
+	r, err := Parse("match destination 203.0.113.7/32 protocol ==17 source-port ==53 then discard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := r.Match
+	buf := make([]byte, 0, 64)
+	wire := m.AppendTo(nil)
+	table := map[Match]int{m: 1}
+	other, _, _ := DecodeMatch(IPv4, wire)
+	tests := map[string]func(){
+		"AppendTo":             func() { buf = m.AppendTo(buf[:0]) },
+		"AppendExtCommunities": func() { buf = r.Action.AppendExtCommunities(buf[:0]) },
+		"Len":                  func() { _ = m.Len() },
+		"key lookup":           func() { _ = table[other] },
+		"Compare":              func() { _ = Compare(m, other) },
+		"Destination":          func() { _, _ = m.Destination() },
+		"AppendText":           func() { buf = m.AppendText(buf[:0]) },
+	}
+	for name, fn := range tests {
+		if n := testing.AllocsPerRun(100, fn); n != 0 {
+			t.Errorf("%s: %v allocs, want 0", name, n)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = DecodeMatch(IPv4, wire) }); n > 1 {
+		t.Errorf("DecodeMatch: %v allocs, want <= 1", n)
+	}
+}
