@@ -15,7 +15,7 @@ const (
 	CodeInvalidBody      = "invalid_body"  // the body is not the JSON object the route expects
 	CodeInvalidRule      = "invalid_rule"  // the rule text does not parse
 	CodeInvalidTTL       = "invalid_ttl"   // ttl is not a positive Go duration
-	CodeInvalidSites     = "invalid_sites" // a site name is empty or repeated
+	CodeInvalidInput     = "invalid_input" // the store refused a value (e.g. a site name); see field and message
 	CodeInvalidState     = "invalid_state" // unknown ?state= value
 	CodeInvalidID        = "invalid_id"    // the rule id is not a positive integer
 	CodeNotFound         = "not_found"     // no such rule, or no such route
@@ -58,8 +58,8 @@ func errBodyTooLarge(limit int64) *Error {
 // offending word, e.g.
 //
 //	rule text: "foo" (column 12): unknown match component
-func ruleTextError(err error) *Error {
-	e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidRule, Field: "text"}
+func ruleTextError(field string, err error) *Error {
+	e := &Error{Status: http.StatusBadRequest, Code: CodeInvalidRule, Field: field}
 	var se *flowspec.SyntaxError
 	if !errors.As(err, &se) {
 		e.Message = "rule text: " + err.Error()

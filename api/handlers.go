@@ -25,7 +25,9 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/rules", s.handle(s.addRule))
 	mux.Handle("GET /v1/rules", s.handle(s.listRules))
+	mux.Handle("POST /v1/rules/batch", s.handle(s.addRules))
 	mux.Handle("GET /v1/rules/{id}", s.handle(s.getRule))
+	mux.Handle("GET /v1/rules/{id}/history", s.handle(s.getHistory))
 	mux.Handle("DELETE /v1/rules/{id}", s.handle(s.withdrawRule))
 	mux.Handle("GET /v1/rib", s.handle(s.getRIB))
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
@@ -52,6 +54,12 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 		return e
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
+	case errors.Is(err, store.ErrInvalidInput):
+		msg := strings.TrimPrefix(err.Error(), "store: ")
+		return newError(http.StatusBadRequest, CodeInvalidInput, storeField(msg), "%s", oneLine(msg))
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
+		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", oneLine(err.Error()))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		s.log.Debug("request canceled", "method", r.Method, "path", r.URL.Path)
@@ -61,47 +69,18 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 	return errInternal()
 }
 
-// addRule handles POST /v1/rules. The rule text is parsed (and the whole
-// request validated) before anything is stored.
+// addRule handles POST /v1/rules. The request is validated in full (the
+// rule text parsed) before anything is stored.
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req AddRuleRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
-	text := strings.TrimSpace(req.Text)
-	if text == "" {
-		return 0, nil, newError(http.StatusBadRequest, CodeInvalidRule, "text",
-			`text is required, e.g. "match destination 203.0.113.7/32 then discard"`)
-	}
-	rule, err := flowspec.Parse(text)
+	in, err := s.input(req, "")
 	if err != nil {
-		return 0, nil, ruleTextError(err)
-	}
-	if !rule.IsValid() {
-		return 0, nil, newError(http.StatusBadRequest, CodeInvalidRule, "text", "rule text: incomplete rule")
-	}
-	var expires time.Time
-	if req.TTL != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(req.TTL))
-		if err != nil {
-			return 0, nil, newError(http.StatusBadRequest, CodeInvalidTTL, "ttl",
-				`ttl %q is not a duration such as "10m" or "1h30m"`, req.TTL)
-		}
-		if d <= 0 {
-			return 0, nil, newError(http.StatusBadRequest, CodeInvalidTTL, "ttl", "ttl must be positive, got %q", req.TTL)
-		}
-		expires = s.opts.now().Add(d)
-	}
-	if err := checkSites(req.Sites); err != nil {
 		return 0, nil, err
 	}
-	stored, created, err := s.rules.Upsert(r.Context(), store.Input{
-		Rule:      rule,
-		ExpiresAt: expires,
-		Reason:    req.Reason,
-		Actor:     socketActor,
-		Sites:     req.Sites,
-	})
+	stored, created, err := s.rules.Upsert(r.Context(), in)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -114,16 +93,71 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	return status, ruleFromStore(stored), nil
 }
 
-func checkSites(sites []string) error {
-	for i, site := range sites {
-		if strings.TrimSpace(site) != site || site == "" {
-			return newError(http.StatusBadRequest, CodeInvalidSites, "sites", "site %q is not a site name", site)
-		}
-		if slices.Contains(sites[:i], site) {
-			return newError(http.StatusBadRequest, CodeInvalidSites, "sites", "site %q is listed twice", site)
-		}
+// addRules handles POST /v1/rules/batch: every rule is validated before
+// any is stored, and the store applies them all or none.
+func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	var req AddRulesRequest
+	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
+		return 0, nil, err
 	}
-	return nil
+	if len(req.Rules) == 0 {
+		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "rules", "rules is empty")
+	}
+	ins := make([]store.Input, len(req.Rules))
+	for i, rr := range req.Rules {
+		in, err := s.input(rr, fmt.Sprintf("rules[%d].", i))
+		if err != nil {
+			return 0, nil, err
+		}
+		ins[i] = in
+	}
+	stored, err := s.rules.UpsertMany(r.Context(), ins)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := ruleList{Rules: make([]Rule, 0, len(stored))}
+	for _, sr := range stored {
+		out.Rules = append(out.Rules, ruleFromStore(sr))
+	}
+	s.log.Info("rules stored", "count", len(stored), "actor", socketActor)
+	return http.StatusOK, out, nil
+}
+
+// input validates one rule request; field prefixes the names of the
+// request fields in errors ("rules[3]." in a batch).
+func (s *Server) input(req AddRuleRequest, field string) (store.Input, error) {
+	text := strings.TrimSpace(req.Text)
+	if text == "" {
+		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text",
+			`%stext is required, e.g. "match destination 203.0.113.7/32 then discard"`, field)
+	}
+	rule, err := flowspec.Parse(text)
+	if err != nil {
+		return store.Input{}, ruleTextError(field+"text", err)
+	}
+	if !rule.IsValid() {
+		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text", "rule text: incomplete rule")
+	}
+	var expires time.Time
+	if req.TTL != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(req.TTL))
+		if err != nil {
+			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
+				`%sttl %q is not a duration such as "10m" or "1h30m"`, field, req.TTL)
+		}
+		if d <= 0 {
+			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
+				"%sttl must be positive, got %q", field, req.TTL)
+		}
+		expires = s.opts.now().Add(d)
+	}
+	return store.Input{
+		Rule:      rule,
+		ExpiresAt: expires,
+		Reason:    req.Reason,
+		Actor:     socketActor,
+		Sites:     req.Sites,
+	}, nil
 }
 
 // listRules handles GET /v1/rules?state=S.
@@ -155,6 +189,28 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	return http.StatusOK, out, nil
 }
 
+// storeField maps the field a store error names ("input.sites: ...",
+// "inputs[2].expires_at: ...") to the request field ("sites", "rules[2].ttl").
+func storeField(msg string) string {
+	name, _, ok := strings.Cut(msg, ":")
+	if !ok || strings.ContainsAny(name, " \t") {
+		return ""
+	}
+	prefix := ""
+	if i := strings.Index(name, "]."); strings.HasPrefix(name, "inputs[") && i > 0 {
+		prefix, name = "rules"+name[len("inputs"):i+2], name[i+2:]
+	} else {
+		name = strings.TrimPrefix(name, "input.")
+	}
+	switch name {
+	case "expires_at":
+		name = "ttl"
+	case "rule":
+		name = "text"
+	}
+	return prefix + name
+}
+
 // getRule handles GET /v1/rules/{id}.
 func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	id, err := ruleID(r)
@@ -181,6 +237,24 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	}
 	s.log.Info("rule withdrawal requested", "rule", id, "actor", socketActor)
 	return http.StatusAccepted, ruleFromStore(sr), nil
+}
+
+// getHistory handles GET /v1/rules/{id}/history: the rule's audit
+// trail, oldest first.
+func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	id, err := ruleID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	evs, err := s.rules.History(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := eventList{Events: make([]Event, 0, len(evs))}
+	for _, e := range evs {
+		out.Events = append(out.Events, eventFromStore(e))
+	}
+	return http.StatusOK, out, nil
 }
 
 // getRIB handles GET /v1/rib: actual state, sorted by family then match.

@@ -14,7 +14,8 @@ import (
 )
 
 // Rules is the desired state the API reads and writes (implemented by
-// *store.Store).
+// *store.Store). Errors matching store.ErrNotFound become 404,
+// store.ErrInvalidInput 400 and store.ErrUnavailable 503.
 type Rules interface {
 	// Upsert stores in; an active rule with the same match is updated in
 	// place (created=false).
@@ -25,6 +26,12 @@ type Rules interface {
 	List(ctx context.Context, state store.State) ([]store.Rule, error)
 	// Withdraw asks for an active rule to be withdrawn.
 	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
+	// UpsertMany upserts every input in one transaction, all or nothing,
+	// and returns the rules in input order.
+	UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error)
+	// History returns a rule's audit trail, oldest first; store.ErrNotFound
+	// for an unknown id.
+	History(ctx context.Context, id int64) ([]store.Event, error)
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).

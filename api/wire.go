@@ -16,6 +16,26 @@ type AddRuleRequest struct {
 	Sites  []string `json:"sites,omitempty"`  // empty: every site
 }
 
+// AddRulesRequest is the body of POST /v1/rules/batch.
+type AddRulesRequest struct {
+	Rules []AddRuleRequest `json:"rules"`
+}
+
+// Event is one entry of a rule's audit history.
+type Event struct {
+	ID     int64     `json:"id"`
+	RuleID int64     `json:"rule_id"`
+	At     time.Time `json:"at"`
+	// Kind is created, updated, withdraw-requested, withdrawn, expired or
+	// status.
+	Kind  string `json:"kind"`
+	Actor string `json:"actor"`
+	Site  string `json:"site,omitempty"` // the site that made the change, if one did
+	// Old and New hold the fields that changed, as text (see store.Event).
+	Old map[string]string `json:"old,omitempty"`
+	New map[string]string `json:"new,omitempty"`
+}
+
 // Rule is a stored rule as the API shows it.
 type Rule struct {
 	ID     int64  `json:"id"`
@@ -61,6 +81,10 @@ type Peer struct {
 
 type ruleList struct {
 	Rules []Rule `json:"rules"`
+}
+
+type eventList struct {
+	Events []Event `json:"events"`
 }
 
 type pathList struct {
@@ -127,5 +151,18 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 		UptimeSeconds: int64(p.Uptime.Seconds()),
 		Families:      fams,
 		Sent:          p.Sent,
+	}
+}
+
+func eventFromStore(e store.Event) Event {
+	return Event{
+		ID:     e.ID,
+		RuleID: e.RuleID,
+		At:     e.At,
+		Kind:   string(e.Kind),
+		Actor:  e.Actor,
+		Site:   e.Site,
+		Old:    e.Old,
+		New:    e.New,
 	}
 }

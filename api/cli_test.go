@@ -1,0 +1,133 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// runCLI runs RunCLI against sock and returns the exit code and outputs.
+func runCLI(t *testing.T, sock string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := RunCLI(context.Background(), sock, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestCLIRuleLifecycle(t *testing.T) {
+	ts := startServer(t)
+
+	code, out, errOut := runCLI(t, ts.sock, "rule", "add", "--ttl", "10m", "--reason", "ticket 42", ruleDiscard)
+	if code != 0 {
+		t.Fatalf("rule add: exit %d, stderr %q", code, errOut)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || !strings.HasPrefix(errOut, "created rule ") {
+		t.Fatalf("rule add: stdout %q (want the id only), stderr %q", out, errOut)
+	}
+
+	// Flags after the text, and unquoted text, reach the same rule.
+	code, out, errOut = runCLI(t, ts.sock, "rule", "add", strings.Fields(ruleLimit)[0], strings.Join(strings.Fields(ruleLimit)[1:], " "), "--reason", "raised")
+	if code != 0 || strings.TrimSpace(out) != strconv.FormatInt(id, 10) || !strings.HasPrefix(errOut, "updated rule ") {
+		t.Fatalf("rule add (update): exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	code, out, errOut = runCLI(t, ts.sock, "rule", "list")
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if code != 0 || len(lines) != 2 {
+		t.Fatalf("rule list: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	header := strings.Fields(lines[0])
+	if strings.Join(header, " ") != "ID STATE FAMILY RULE EXPIRES ANNOUNCED REASON" {
+		t.Errorf("rule list header %q", lines[0])
+	}
+	if !strings.HasPrefix(lines[1], strconv.FormatInt(id, 10)+" ") || !strings.Contains(lines[1], "active") ||
+		!strings.HasSuffix(lines[1], "raised") || !strings.Contains(lines[1], mustParse(t, ruleLimit).String()) {
+		t.Errorf("rule list row %q", lines[1])
+	}
+	// Columns are aligned: each header starts where its value does.
+	if strings.Index(lines[0], "STATE") != strings.Index(lines[1], "active") {
+		t.Errorf("columns not aligned:\n%s", out)
+	}
+
+	code, out, _ = runCLI(t, ts.sock, "rule", "list", "--json", "--state", "active")
+	if code != 0 || len(decode[ruleList](t, []byte(out)).Rules) != 1 {
+		t.Errorf("rule list --json: exit %d, %q", code, out)
+	}
+
+	code, out, _ = runCLI(t, ts.sock, "rule", "show", strconv.FormatInt(id, 10))
+	if code != 0 || !strings.Contains(out, "reason:") || !strings.Contains(out, "raised") || !strings.Contains(out, "expires:     never") {
+		t.Errorf("rule show: exit %d, %q", code, out)
+	}
+	code, out, _ = runCLI(t, ts.sock, "rule", "show", strconv.FormatInt(id, 10), "--json")
+	if code != 0 || decode[Rule](t, []byte(out)).ID != id {
+		t.Errorf("rule show --json: exit %d, %q", code, out)
+	}
+
+	code, out, errOut = runCLI(t, ts.sock, "rule", "withdraw", strconv.FormatInt(id, 10))
+	if code != 0 || !strings.Contains(out, StateWithdrawing) {
+		t.Errorf("rule withdraw: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestCLIServerErrors(t *testing.T) {
+	ts := startServer(t)
+	code, out, errOut := runCLI(t, ts.sock, "rule", "add", "match destinaton 203.0.113.7/32 then discard")
+	if code != 1 || out != "" {
+		t.Errorf("bad text: exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	if !strings.HasPrefix(errOut, `ribkeeper: rule text: "destinaton" (column 7): `) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("bad text: stderr %q, want one line pointing at the word", errOut)
+	}
+
+	code, _, errOut = runCLI(t, ts.sock, "rule", "show", "12345")
+	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper: no rule with id 12345") {
+		t.Errorf("unknown id: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestCLIUsage(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"rule"},
+		{"rule", "add"},
+		{"rule", "add", "--ttl", "-1m", ruleDiscard},
+		{"rule", "add", "--bogus", ruleDiscard},
+		{"rule", "show"},
+		{"rule", "show", "x"},
+		{"rule", "withdraw", "1", "2"},
+		{"rib", "extra"},
+	} {
+		code, out, errOut := runCLI(t, sock, args...)
+		if code != 2 || out != "" || !strings.Contains(errOut, "usage:") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with usage", args, code, out, errOut)
+		}
+	}
+}
+
+func TestCLIUnreachable(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	code, out, errOut := runCLI(t, sock, "rule", "list")
+	want := "ribkeeper: cannot reach the daemon at " + sock + ": is `ribkeeper serve` running? ("
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q...", code, out, errOut, want)
+	}
+}
+
+func TestCLIRIB(t *testing.T) {
+	ts := startServer(t)
+	ts.rib.announce(mustParse(t, ruleDiscard))
+	code, out, errOut := runCLI(t, ts.sock, "rib")
+	if code != 0 || !strings.HasPrefix(out, "FAMILY") || !strings.Contains(out, "ipv4-flowspec") {
+		t.Errorf("rib: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, ts.sock, "rib", "--json")
+	if code != 0 || len(decode[pathList](t, []byte(out)).Paths) != 1 {
+		t.Errorf("rib --json: exit %d, %q", code, out)
+	}
+}

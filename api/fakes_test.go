@@ -1,0 +1,183 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// fakeRules is a small in-memory desired state with the store's semantics:
+// upsert by match among active rules, stable ids, withdraw sets a flag.
+type fakeRules struct {
+	mu     sync.Mutex
+	rules  map[int64]store.Rule
+	events map[int64][]store.Event
+	nextID int64
+	// panicOnGet makes Get panic for this id, to exercise recovery.
+	panicOnGet int64
+}
+
+func newFakeRules() *fakeRules {
+	return &fakeRules{rules: map[int64]store.Rule{}, events: map[int64][]store.Event{}}
+}
+
+func (f *fakeRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, created := f.upsert(in)
+	return r, created, nil
+}
+
+// UpsertMany is all or nothing: it validates every input before storing.
+func (f *fakeRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, in := range ins {
+		if !in.Rule.IsValid() {
+			return nil, fmt.Errorf("store: inputs[%d].rule: invalid: %w", i, store.ErrInvalidInput)
+		}
+	}
+	out := make([]store.Rule, len(ins))
+	for i, in := range ins {
+		out[i], _ = f.upsert(in)
+	}
+	return out, nil
+}
+
+func (f *fakeRules) History(ctx context.Context, id int64) ([]store.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.rules[id]; !ok {
+		return nil, store.ErrNotFound
+	}
+	return slices.Clone(f.events[id]), nil
+}
+
+func (f *fakeRules) record(id int64, kind store.EventKind, actor string) {
+	f.events[id] = append(f.events[id], store.Event{
+		ID: int64(len(f.events[id]) + 1), RuleID: id, At: time.Now().UTC(), Kind: kind, Actor: actor,
+	})
+}
+
+func (f *fakeRules) upsert(in store.Input) (store.Rule, bool) {
+	now := time.Now().UTC()
+	for id, r := range f.rules {
+		if r.State == store.Active && r.Rule.Match == in.Rule.Match {
+			r.Rule, r.Text, r.Reason, r.Actor, r.Sites = in.Rule, in.Rule.String(), in.Reason, in.Actor, in.Sites
+			r.ExpiresAt, r.UpdatedAt, r.WithdrawRequested = in.ExpiresAt, now, false
+			f.rules[id] = r
+			f.record(id, store.EventUpdated, in.Actor)
+			return r, false
+		}
+	}
+	f.nextID++
+	r := store.Rule{
+		ID: f.nextID, Rule: in.Rule, Text: in.Rule.String(), Reason: in.Reason, Actor: in.Actor,
+		Sites: in.Sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: in.ExpiresAt, State: store.Active,
+	}
+	f.rules[r.ID] = r
+	f.record(r.ID, store.EventCreated, in.Actor)
+	return r, true
+}
+
+func (f *fakeRules) Get(ctx context.Context, id int64) (store.Rule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.panicOnGet != 0 && id == f.panicOnGet {
+		panic("fake store exploded")
+	}
+	r, ok := f.rules[id]
+	if !ok {
+		return store.Rule{}, store.ErrNotFound
+	}
+	return r, nil
+}
+
+func (f *fakeRules) List(ctx context.Context, state store.State) ([]store.Rule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.Rule
+	for _, r := range f.rules {
+		if state == "" || r.State == state {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Rule) int { return cmp.Compare(b.ID, a.ID) })
+	return out, nil
+}
+
+func (f *fakeRules) Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rules[id]
+	if !ok {
+		return store.Rule{}, store.ErrNotFound
+	}
+	if r.State == store.Active && !r.WithdrawRequested {
+		r.WithdrawRequested, r.Actor, r.UpdatedAt = true, actor, time.Now().UTC()
+		f.rules[id] = r
+		f.record(id, store.EventWithdrawRequested, actor)
+	}
+	return r, nil
+}
+
+func (f *fakeRules) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.rules)
+}
+
+// fakeRIB is a RIB mirror holding whatever paths the test put in it.
+type fakeRIB struct {
+	mu    sync.Mutex
+	ready bool
+	paths map[flowspec.Match]flowspec.Action
+	peers []bgp.PeerStatus
+}
+
+func newFakeRIB() *fakeRIB {
+	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}}
+}
+
+func (f *fakeRIB) Paths(fn func(flowspec.Match, flowspec.Action)) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ready {
+		return false
+	}
+	for m, a := range f.paths {
+		fn(m, a)
+	}
+	return true
+}
+
+func (f *fakeRIB) Peers(ctx context.Context) ([]bgp.PeerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.peers), nil
+}
+
+func (f *fakeRIB) announce(r flowspec.Rule) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.paths[r.Match] = r.Action
+}
+
+func (f *fakeRIB) setReady(ready bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ready = ready
+}
+
+func (f *fakeRIB) setPeers(p []bgp.PeerStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.peers = p
+}
