@@ -155,6 +155,15 @@ func (t *sqliteTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 }
 
 func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
+	if len(args) == 0 {
+		// Unprepared: a script of several statements (migrations) runs
+		// whole; a prepared statement would run only the first.
+		res, err := t.tx.ExecContext(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
 	st, err := t.stmt(ctx, q)
 	if err != nil {
 		return 0, err

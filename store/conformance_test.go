@@ -1,0 +1,488 @@
+package store
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testConformance is the one behaviour suite both engines must pass.
+func testConformance(t *testing.T, fresh freshFunc) {
+	t.Run("UpsertCreatesThenUpdatesInPlace", func(t *testing.T) { testUpsert(t, fresh) })
+	t.Run("UpsertManyAllOrNothing", func(t *testing.T) { testUpsertMany(t, fresh) })
+	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, fresh) })
+	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
+	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
+	t.Run("ExpiryFromTwoInstances", func(t *testing.T) { testExpiry(t, fresh) })
+	t.Run("ConcurrentUpsertsOfOneMatch", func(t *testing.T) { testConcurrentUpsert(t, fresh) })
+	t.Run("Sites", func(t *testing.T) { testSites(t, fresh) })
+	t.Run("History", func(t *testing.T) { testHistory(t, fresh) })
+	t.Run("ChangesAfterWrites", func(t *testing.T) { testChanges(t, fresh) })
+	t.Run("MigrationsConcurrentOpens", func(t *testing.T) { testMigrations(t, fresh) })
+}
+
+func testUpsert(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	exp := time.Now().Add(time.Hour)
+	r1, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: exp, Reason: "ddos", Actor: "cli"})
+	if err != nil || !created {
+		t.Fatalf("first Upsert: created=%v err=%v", created, err)
+	}
+	if r1.ID == 0 || r1.State != Active || r1.Reason != "ddos" || r1.Actor != "cli" || r1.Text != rule(t, 1, "discard").String() {
+		t.Fatalf("first Upsert returned %+v", r1)
+	}
+	if r1.CreatedAt.Location() != time.UTC || !r1.ExpiresAt.Equal(exp.Truncate(time.Microsecond)) {
+		t.Fatalf("times: created %v expires %v, want UTC and %v", r1.CreatedAt, r1.ExpiresAt, exp)
+	}
+	got, err := s.Get(ctx, r1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equalRule(got, r1) {
+		t.Fatalf("Get = %+v\nUpsert returned %+v", got, r1)
+	}
+
+	// Same Match, new action/TTL/reason: the same row, updated.
+	exp2 := exp.Add(time.Hour)
+	r2, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), ExpiresAt: exp2, Reason: "still", Actor: "api"})
+	if err != nil || created {
+		t.Fatalf("second Upsert: created=%v err=%v", created, err)
+	}
+	if r2.ID != r1.ID || r2.Rule != rule(t, 1, "rate-limit 125000") || r2.Reason != "still" || r2.Actor != "api" ||
+		!r2.ExpiresAt.Equal(exp2.Truncate(time.Microsecond)) || !r2.CreatedAt.Equal(r1.CreatedAt) || r2.UpdatedAt.Before(r1.UpdatedAt) {
+		t.Fatalf("second Upsert returned %+v (first %+v)", r2, r1)
+	}
+	got, err = s.Get(ctx, r1.ID)
+	if err != nil || !equalRule(got, r2) {
+		t.Fatalf("Get after update = %+v, %v\nwant %+v", got, err, r2)
+	}
+	if got.Rule != rule(t, 1, "rate-limit 125000") {
+		t.Fatalf("decoded rule %v, want %v", got.Rule, rule(t, 1, "rate-limit 125000"))
+	}
+	// Identical again: no change, no history.
+	before, _ := s.History(ctx, r1.ID)
+	r3, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), ExpiresAt: exp2, Reason: "still", Actor: "api"})
+	if err != nil || created || r3.ID != r1.ID || !r3.UpdatedAt.Equal(r2.UpdatedAt) {
+		t.Fatalf("identical Upsert: %+v created=%v err=%v", r3, created, err)
+	}
+	after, _ := s.History(ctx, r1.ID)
+	if len(after) != len(before) {
+		t.Fatalf("identical Upsert added history: %d → %d events", len(before), len(after))
+	}
+	// A different Match is a different rule.
+	r4, created, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard")})
+	if err != nil || !created || r4.ID == r1.ID || !r4.ExpiresAt.IsZero() {
+		t.Fatalf("other Match: %+v created=%v err=%v", r4, created, err)
+	}
+	all, err := s.List(ctx, Active)
+	if err != nil || len(all) != 2 || all[0].ID != r4.ID {
+		t.Fatalf("List(Active) = %v, %v; want 2 rules, newest first", ids(all), err)
+	}
+	if _, err := s.Get(ctx, 999999); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func testUpsertMany(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	var ins []Input
+	for i := range 1000 {
+		ins = append(ins, Input{Rule: rule(t, i, "discard"), Actor: "batch"})
+	}
+	// A repeat of an earlier Match in the same batch updates it.
+	ins = append(ins, Input{Rule: rule(t, 5, "rate-limit 1000"), Actor: "batch"})
+	rs, err := s.UpsertMany(ctx, ins)
+	if err != nil || len(rs) != len(ins) {
+		t.Fatalf("UpsertMany: %d rules, %v", len(rs), err)
+	}
+	if rs[1000].ID != rs[5].ID || rs[1000].Rule != ins[1000].Rule {
+		t.Fatalf("repeat in batch: %+v vs %+v", rs[1000], rs[5])
+	}
+	for i, r := range rs[:1000] {
+		if r.Rule.Match != ins[i].Rule.Match {
+			t.Fatalf("result %d out of order", i)
+		}
+	}
+	act, err := s.ActiveRules(ctx)
+	if err != nil || len(act) != 1000 {
+		t.Fatalf("ActiveRules: %d, %v; want 1000", len(act), err)
+	}
+	// All or nothing: a bad input at the end stores nothing.
+	bad := []Input{{Rule: rule(t, 5000, "discard")}, {Rule: rule(t, 5001, "discard"), Sites: []string{""}}}
+	if _, err := s.UpsertMany(ctx, bad); !errors.Is(err, ErrInvalidInput) {
+		t.Fatalf("UpsertMany(bad) = %v, want ErrInvalidInput", err)
+	}
+	if act, _ := s.ActiveRules(ctx); len(act) != 1000 {
+		t.Fatalf("failed batch stored %d rules", len(act)-1000)
+	}
+}
+
+func testInvalid(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	cases := map[string]Input{
+		"zero rule":   {},
+		"past expiry": {Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(-time.Second)},
+		"empty site":  {Rule: rule(t, 1, "discard"), Sites: []string{"a", ""}},
+		"spaced site": {Rule: rule(t, 1, "discard"), Sites: []string{" a"}},
+	}
+	for name, in := range cases {
+		if _, _, err := s.Upsert(ctx, in); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("%s: Upsert = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if _, err := s.List(ctx, "bogus"); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("List(bogus) = %v, want ErrInvalidInput", err)
+	}
+	if err := s.Finish(ctx, 1, Active); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("Finish(Active) = %v, want ErrInvalidInput", err)
+	}
+	if all, _ := s.List(ctx, ""); len(all) != 0 {
+		t.Errorf("invalid inputs stored %d rules", len(all))
+	}
+}
+
+func testWithdraw(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Withdraw(ctx, r.ID, "alice")
+	if err != nil || !w.WithdrawRequested || w.State != Active || w.Actor != "alice" {
+		t.Fatalf("Withdraw = %+v, %v", w, err)
+	}
+	// Still desired until the reconciler saw the path gone.
+	if act, _ := s.ActiveRules(ctx); len(act) != 1 || !act[0].WithdrawRequested {
+		t.Fatalf("ActiveRules after Withdraw = %+v", act)
+	}
+	if _, err := s.Withdraw(ctx, r.ID, "bob"); err != nil {
+		t.Fatalf("second Withdraw: %v", err)
+	}
+	// Expired does not apply: the rule has no expiry.
+	if err := s.Finish(ctx, r.ID, Expired); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.Get(ctx, r.ID); g.State != Active {
+		t.Fatalf("Finish(Expired) of a rule without expiry moved it to %s", g.State)
+	}
+	for range 2 { // idempotent
+		if err := s.Finish(ctx, r.ID, Withdrawn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := s.Get(ctx, r.ID)
+	if g.State != Withdrawn {
+		t.Fatalf("state %s after Finish(Withdrawn)", g.State)
+	}
+	if act, _ := s.ActiveRules(ctx); len(act) != 0 {
+		t.Fatalf("ActiveRules after Finish = %v", ids(act))
+	}
+	if l, _ := s.List(ctx, Withdrawn); len(l) != 1 {
+		t.Fatalf("List(Withdrawn) = %v", ids(l))
+	}
+	if _, err := s.Withdraw(ctx, 12345, "x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Withdraw(unknown) = %v", err)
+	}
+	if err := s.Finish(ctx, 12345, Withdrawn); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Finish(unknown) = %v", err)
+	}
+	// Finish(Withdrawn) without a request does nothing, and an Upsert
+	// cancels a pending request.
+	r2, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard")})
+	if err := s.Finish(ctx, r2.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	s.Withdraw(ctx, r2.ID, "alice")
+	r2b, created, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Actor: "detector"})
+	if err != nil || created || r2b.WithdrawRequested {
+		t.Fatalf("Upsert of a withdraw-requested rule: %+v created=%v %v", r2b, created, err)
+	}
+	s.Finish(ctx, r2.ID, Withdrawn)
+	if g, _ := s.Get(ctx, r2.ID); g.State != Active {
+		t.Fatalf("renewed rule finished: %s", g.State)
+	}
+}
+
+func testNewRowAfterFinish(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	r1, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	s.Withdraw(ctx, r1.ID, "cli")
+	if err := s.Finish(ctx, r1.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	r2, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	if err != nil || !created || r2.ID == r1.ID {
+		t.Fatalf("Upsert after Finish: %+v created=%v %v", r2, created, err)
+	}
+	if g, _ := s.Get(ctx, r1.ID); g.State != Withdrawn {
+		t.Fatalf("old row is %s", g.State)
+	}
+}
+
+func testExpiry(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not yet expired: no-op.
+	if err := b.Finish(ctx, r.ID, Expired); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := a.Get(ctx, r.ID); g.State != Active {
+		t.Fatalf("early Finish(Expired) moved the rule to %s", g.State)
+	}
+	// Past expiry it is still active until someone finishes it.
+	time.Sleep(time.Until(r.ExpiresAt) + 10*time.Millisecond)
+	if act, _ := b.ActiveRules(ctx); len(act) != 1 {
+		t.Fatalf("expired but unfinished rule not in ActiveRules: %v", ids(act))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() { errs[i] = st.Finish(ctx, r.ID, Expired) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Finish %d: %v", i, err)
+		}
+	}
+	if g, _ := b.Get(ctx, r.ID); g.State != Expired {
+		t.Fatalf("state %s, want expired", g.State)
+	}
+	h, _ := a.History(ctx, r.ID)
+	if n := countKind(h, EventExpired); n != 1 {
+		t.Fatalf("%d expired events from concurrent Finish, want 1", n)
+	}
+}
+
+func testConcurrentUpsert(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			_, _, errs[i] = st.Upsert(ctx, Input{Rule: rule(t, 7, "discard"), Reason: string(rune('a' + i))})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Upsert %d: %v", i, err)
+		}
+	}
+	if act, _ := a.ActiveRules(ctx); len(act) != 1 {
+		t.Fatalf("%d active rows for one Match, want 1", len(act))
+	}
+}
+
+func testSites(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	all, _, _ := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	onlyA, _, _ := a.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"a"}})
+	onlyB, _, _ := a.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Sites: []string{"b"}})
+	both, _, err := a.Upsert(ctx, Input{Rule: rule(t, 4, "discard"), Sites: []string{"b", "a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(both.Sites, []string{"a", "b"}) {
+		t.Fatalf("sites not normalized: %q", both.Sites)
+	}
+	if g, _ := b.Get(ctx, both.ID); !slices.Equal(g.Sites, []string{"a", "b"}) {
+		t.Fatalf("stored sites %q", g.Sites)
+	}
+	gotA, _ := a.ActiveRules(ctx)
+	gotB, err := b.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := []int64{all.ID, onlyA.ID, both.ID}; !slices.Equal(ids(gotA), w) {
+		t.Fatalf("site a: %v, want %v", ids(gotA), w)
+	}
+	if w := []int64{all.ID, onlyB.ID, both.ID}; !slices.Equal(ids(gotB), w) {
+		t.Fatalf("site b: %v, want %v", ids(gotB), w)
+	}
+	// Status is per site.
+	if err := a.SetStatus(ctx, []int64{all.ID, onlyA.ID, 99999}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetStatus(ctx, []int64{all.ID}, false, "peer rejected"); err != nil {
+		t.Fatal(err)
+	}
+	ga, _ := a.Get(ctx, all.ID)
+	gb, _ := b.Get(ctx, all.ID)
+	if !ga.Announced || ga.LastError != "" || gb.Announced || gb.LastError != "peer rejected" {
+		t.Fatalf("status a=%v/%q b=%v/%q", ga.Announced, ga.LastError, gb.Announced, gb.LastError)
+	}
+	la, _ := a.List(ctx, Active)
+	for _, r := range la {
+		if r.Announced != (r.ID == all.ID || r.ID == onlyA.ID) {
+			t.Fatalf("List at site a: rule %d announced=%v", r.ID, r.Announced)
+		}
+	}
+	// Moving a rule to another site takes it off this site.
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Sites: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.ActiveRules(ctx); slices.Contains(ids(got), all.ID) {
+		t.Fatalf("rule moved to b still active at a")
+	}
+}
+
+func testHistory(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	exp := time.Now().Add(time.Hour)
+	r, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli", Reason: "one"})
+	s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 1000"), Actor: "api", Reason: "one", ExpiresAt: exp})
+	s.SetStatus(ctx, []int64{r.ID}, true, "")
+	s.SetStatus(ctx, []int64{r.ID}, true, "") // no change, no event
+	s.Withdraw(ctx, r.ID, "alice")
+	if err := s.Finish(ctx, r.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []EventKind
+	for _, e := range h {
+		kinds = append(kinds, e.Kind)
+		if e.RuleID != r.ID || e.At.IsZero() || e.At.Location() != time.UTC {
+			t.Errorf("event %+v", e)
+		}
+	}
+	want := []EventKind{EventCreated, EventUpdated, EventStatus, EventWithdrawRequested, EventWithdrawn}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("history kinds %v, want %v", kinds, want)
+	}
+	if h[0].Actor != "cli" || h[0].Old != nil || h[0].New["text"] != rule(t, 1, "discard").String() {
+		t.Errorf("created event %+v", h[0])
+	}
+	up := h[1]
+	if up.Actor != "api" || up.Old["text"] != rule(t, 1, "discard").String() || up.New["text"] != rule(t, 1, "rate-limit 1000").String() ||
+		up.Old["expires_at"] != "never" || up.New["expires_at"] == "never" {
+		t.Errorf("updated event %+v", up)
+	}
+	if _, ok := up.New["reason"]; ok {
+		t.Errorf("unchanged reason recorded: %+v", up)
+	}
+	if h[2].Site != "a" || h[2].New["announced"] != "true" || h[2].Old["announced"] != "false" {
+		t.Errorf("status event %+v", h[2])
+	}
+	if h[3].Actor != "alice" || h[4].Site != "a" || h[4].New["state"] != "withdrawn" {
+		t.Errorf("withdraw events %+v %+v", h[3], h[4])
+	}
+	if _, err := s.History(ctx, 424242); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("History(unknown) = %v", err)
+	}
+}
+
+func testChanges(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	drain(s)
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, s, "Upsert")
+	drain(s)
+	s.Withdraw(ctx, r.ID, "x")
+	waitChange(t, s, "Withdraw")
+	drain(s)
+	s.Finish(ctx, r.ID, Withdrawn)
+	waitChange(t, s, "Finish")
+	drain(s)
+	s.UpsertMany(ctx, []Input{{Rule: rule(t, 2, "discard")}, {Rule: rule(t, 3, "discard")}})
+	waitChange(t, s, "UpsertMany")
+	// Bursts coalesce into one pending wake-up.
+	for i := range 5 {
+		s.Upsert(ctx, Input{Rule: rule(t, 10+i, "discard")})
+	}
+	waitChange(t, s, "burst")
+	if len(s.Changes()) > 1 {
+		t.Fatalf("channel holds %d signals", len(s.Changes()))
+	}
+}
+
+func testMigrations(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	stores := make([]*Store, len(errs))
+	for i := range errs {
+		wg.Go(func() {
+			c := cfg
+			c.Site = "s"
+			stores[i], errs[i] = Open(ctx, c)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Open %d: %v", i, err)
+		}
+		defer stores[i].Close()
+	}
+	s := open(t, cfg, "again")
+	var n, max int64
+	if err := s.eng.reader().queryRow(ctx, "SELECT COUNT(*), MAX(version) FROM schema_migrations").Scan(&n, &max); err != nil {
+		t.Fatal(err)
+	}
+	ms, _ := loadMigrations(s.eng.migrations())
+	if n != int64(len(ms)) || max != ms[len(ms)-1].version {
+		t.Fatalf("schema_migrations: %d rows, max %d; want %d, %d", n, max, len(ms), ms[len(ms)-1].version)
+	}
+	if _, _, err := stores[0].Upsert(ctx, Input{Rule: rule(t, 1, "discard")}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func equalRule(a, b Rule) bool {
+	return a.ID == b.ID && a.Rule == b.Rule && a.Text == b.Text && a.Reason == b.Reason && a.Actor == b.Actor &&
+		slices.Equal(a.Sites, b.Sites) && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) &&
+		a.ExpiresAt.Equal(b.ExpiresAt) && a.State == b.State && a.WithdrawRequested == b.WithdrawRequested &&
+		a.Announced == b.Announced && a.LastError == b.LastError
+}
+
+func ids(rs []Rule) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func countKind(h []Event, k EventKind) int {
+	n := 0
+	for _, e := range h {
+		if e.Kind == k {
+			n++
+		}
+	}
+	return n
+}
