@@ -1,0 +1,150 @@
+package reconcile
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// Real parts: an in-process GoBGP without a listener and a SQLite store.
+
+func realParts(t *testing.T) (*store.Store, *bgp.Speaker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "ribkeeper.db")})
+	if err != nil {
+		t.Fatalf("store.Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sp := bgp.New(testLogger(t).Named("bgp"), bgp.Config{
+		ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1,
+	})
+	if err := sp.Start(ctx); err != nil {
+		t.Fatalf("bgp Start: %v", err)
+	}
+	t.Cleanup(sp.Stop)
+	eventually(t, 10*time.Second, "mirror ready", func() bool { return sp.Paths(func(flowspec.Match, flowspec.Action) {}) })
+	return st, sp
+}
+
+func ribOf(sp Speaker) map[flowspec.Match]flowspec.Action {
+	out := make(map[flowspec.Match]flowspec.Action)
+	sp.Paths(func(m flowspec.Match, a flowspec.Action) { out[m] = a })
+	return out
+}
+
+func desiredOf(t *testing.T, st *store.Store) map[flowspec.Match]flowspec.Action {
+	t.Helper()
+	rows, err := st.ActiveRules(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[flowspec.Match]flowspec.Action)
+	for _, r := range rows {
+		if _, retiring := retiringState(r, time.Now()); !retiring {
+			out[r.Rule.Match] = r.Rule.Action
+		}
+	}
+	return out
+}
+
+func TestGoBGPSecondPassChangesNothing(t *testing.T) {
+	st, sp := realParts(t)
+	ctx := context.Background()
+	const n = 50
+	for i := range n {
+		a := discard()
+		if i%2 == 1 {
+			a = rateLimit(1000 * i)
+		}
+		if _, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, i, a), ExpiresAt: time.Now().Add(time.Hour), Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A path announced behind the store's back (an orphan) and a rule whose
+	// path carries another action (drift).
+	if err := sp.Announce(ctx, testRule(t, 1000, discard())); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Announce(ctx, testRule(t, 1, rateLimit(5))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "mirror shows the preloaded paths", func() bool { return len(ribOf(sp)) == 2 })
+
+	r := New(testLogger(t), st, sp, Config{})
+	first := pass(t, r)
+	if first.Added != n-1 || first.Updated != 1 || first.Withdrawn != 1 || first.Errors != 0 {
+		t.Fatalf("first pass = %+v", first)
+	}
+	want := desiredOf(t, st)
+	eventually(t, 5*time.Second, "mirror == desired", func() bool { return maps.Equal(ribOf(sp), want) })
+
+	for i := range 2 {
+		res := pass(t, r)
+		if res.Changed() || res.Adopted != n || res.Pending != 0 || res.Errors != 0 || res.Err != "" {
+			t.Errorf("pass %d after convergence = %+v, want %d adopted and nothing else", i+2, res, n)
+		}
+	}
+	rows, err := st.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if !row.Announced || row.LastError != "" {
+			t.Errorf("rule %d status = %v %q, want announced", row.ID, row.Announced, row.LastError)
+		}
+	}
+}
+
+func TestGoBGPLifecycle(t *testing.T) {
+	st, sp := realParts(t)
+	ctx := context.Background()
+	r := New(testLogger(t), st, sp, Config{ResyncInterval: time.Hour})
+	startLoop(t, r)
+
+	keep, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, 1, discard()), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, 2, rateLimit(100)), Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(400 * time.Millisecond)
+	exp, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, 3, discard()), ExpiresAt: expires, Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "all three announced", func() bool { return len(ribOf(sp)) == 3 })
+
+	if _, err := st.Withdraw(ctx, gone.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "withdrawn rule final", func() bool {
+		g, err := st.Get(ctx, gone.ID)
+		return err == nil && g.State == store.Withdrawn
+	})
+	if _, ok := ribOf(sp)[gone.Rule.Match]; ok {
+		t.Error("rule final while its path is still in the RIB")
+	}
+
+	eventually(t, 5*time.Second, "expired rule final", func() bool {
+		g, err := st.Get(ctx, exp.ID)
+		return err == nil && g.State == store.Expired
+	})
+	if late := time.Since(expires); late > 2*time.Second {
+		t.Errorf("expiry took %v", late)
+	}
+	rib := ribOf(sp)
+	if _, ok := rib[exp.Rule.Match]; ok || len(rib) != 1 || rib[keep.Rule.Match] != keep.Rule.Action {
+		t.Errorf("RIB after lifecycle = %v, want only rule %d", rib, keep.ID)
+	}
+}
