@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/store/pgtest"
+)
+
+// waitListening waits until s's change feed holds a LISTEN connection and
+// returns its backend pid.
+func waitListening(t *testing.T, s *Store) uint32 {
+	t.Helper()
+	pg := s.eng.(*pgEngine)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if pid := pg.listenPID.Load(); pid != 0 {
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("change feed not listening after 10s")
+	return 0
+}
+
+func TestPostgresFeedAcrossInstances(t *testing.T) {
+	ctx := ctxT(t)
+	cfg := postgresFresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	waitListening(t, b)
+	drain(b)
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, b, "another instance's Upsert")
+	drain(b)
+	a.Withdraw(ctx, r.ID, "x")
+	waitChange(t, b, "another instance's Withdraw")
+	drain(b)
+	a.Finish(ctx, r.ID, Withdrawn)
+	waitChange(t, b, "another instance's Finish")
+}
+
+func TestPostgresFeedReconnects(t *testing.T) {
+	ctx := ctxT(t)
+	cfg := postgresFresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	pid := waitListening(t, b)
+	drain(b)
+	if _, err := a.eng.reader().exec(ctx, "SELECT pg_terminate_backend(?::int)", int64(pid)); err != nil {
+		t.Fatal(err)
+	}
+	// The reconnect itself wakes the reconciler: notifications sent while
+	// the feed was down are lost, so it must resync.
+	waitChange(t, b, "the LISTEN connection was terminated")
+	pid2 := waitListening(t, b)
+	if pid2 == pid {
+		t.Fatalf("still listening on terminated backend %d", pid)
+	}
+	drain(b)
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard")}); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, b, "Upsert after reconnect")
+}
+
+func TestPostgresUnavailable(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	cfg := Config{Driver: "postgres", DSN: srv.NewDatabase(t), Timeout: 2 * time.Second}
+	s := open(t, cfg, "a")
+	ctx := ctxT(t)
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Halt()
+	if _, err := s.ActiveRules(ctx); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ActiveRules with PostgreSQL stopped = %v, want ErrUnavailable", err)
+	}
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard")}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Upsert with PostgreSQL stopped = %v, want ErrUnavailable", err)
+	} else if !strings.Contains(err.Error(), "check that PostgreSQL") {
+		t.Errorf("error does not tell the operator what to do: %v", err)
+	}
+	if _, err := Open(ctx, cfg); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Open with PostgreSQL stopped = %v, want ErrUnavailable", err)
+	}
+	// A caller that gives up is not an outage.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Get(cctx, r.ID); errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Get with cancelled context = %v", err)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	drain(s)
+	if _, err := s.Get(ctx, r.ID); err != nil {
+		t.Fatalf("Get after PostgreSQL came back: %v", err)
+	}
+	waitChange(t, s, "the change feed reconnected")
+}
