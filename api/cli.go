@@ -17,6 +17,7 @@ const cliUsage = `usage:
   ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--json]
   ribkeeper rule show [--json] ID
   ribkeeper rule withdraw ID
+  ribkeeper rule history [--json] ID
   ribkeeper rib [--json]
   ribkeeper peers [--json]
 `
@@ -76,7 +77,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "rule", "rules":
 		if len(args) < 2 {
-			return usagef("rule: missing subcommand (add, list, show, withdraw)")
+			return usagef("rule: missing subcommand (add, list, show, withdraw, history)")
 		}
 		switch args[1] {
 		case "add":
@@ -87,6 +88,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			return c.ruleShow(ctx, args[2:])
 		case "withdraw", "rm", "delete":
 			return c.ruleWithdraw(ctx, args[2:])
+		case "history", "log":
+			return c.ruleHistory(ctx, args[2:])
 		}
 		return usagef("rule: unknown subcommand %q", args[1])
 	case "rib":
@@ -252,6 +255,31 @@ func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, r.State)
 	return nil
+}
+
+func (c *cli) ruleHistory(ctx context.Context, args []string) error {
+	fs := c.flagSet("rule history")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID("rule history", pos)
+	if err != nil {
+		return err
+	}
+	evs, err := c.client.History(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(eventList{Events: nonNil(evs)})
+	}
+	t := newTable(c.stdout, "TIME", "EVENT", "ACTOR", "SITE", "CHANGES")
+	for _, e := range evs {
+		t.row(e.At.Local().Format(time.RFC3339), e.Kind, e.Actor, e.Site, changes(e.Old, e.New))
+	}
+	return t.flush()
 }
 
 func (c *cli) rib(ctx context.Context, args []string) error {

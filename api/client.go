@@ -63,6 +63,21 @@ func (c *Client) AddRule(ctx context.Context, req AddRuleRequest) (r Rule, creat
 	return r, status == http.StatusCreated, err
 }
 
+// AddRules adds or updates several rules in one transaction, all or none,
+// and returns them in request order.
+func (c *Client) AddRules(ctx context.Context, reqs []AddRuleRequest) ([]Rule, error) {
+	var out ruleList
+	_, err := c.do(ctx, http.MethodPost, "/v1/rules/batch", AddRulesRequest{Rules: reqs}, &out)
+	return out.Rules, err
+}
+
+// History returns a rule's audit trail, oldest first.
+func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
+	var out eventList
+	_, err := c.do(ctx, http.MethodGet, "/v1/rules/"+strconv.FormatInt(id, 10)+"/history", nil, &out)
+	return out.Events, err
+}
+
 // ListRules lists rules in state (every state when "").
 func (c *Client) ListRules(ctx context.Context, state string) ([]Rule, error) {
 	path := "/v1/rules"

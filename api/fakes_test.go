@@ -22,6 +22,8 @@ type fakeRules struct {
 	nextID int64
 	// panicOnGet makes Get panic for this id, to exercise recovery.
 	panicOnGet int64
+	// down makes List fail as a store does when its database is unreachable.
+	down bool
 }
 
 func newFakeRules() *fakeRules {
@@ -103,6 +105,9 @@ func (f *fakeRules) Get(ctx context.Context, id int64) (store.Rule, error) {
 func (f *fakeRules) List(ctx context.Context, state store.State) ([]store.Rule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down {
+		return nil, fmt.Errorf("store: list rules: database unavailable: connection refused: check the DSN: %w", store.ErrUnavailable)
+	}
 	var out []store.Rule
 	for _, r := range f.rules {
 		if state == "" || r.State == state {

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -61,13 +62,46 @@ func expiresIn(t *time.Time, now time.Time) string {
 	return shortDuration(-d) + " ago"
 }
 
-// shortDuration renders d to the second, with days: "2d3h0m0s", "9m59s".
+// shortDuration renders d to the second, without zero units: "9m59s",
+// "10m", "1d12h", "0s".
 func shortDuration(d time.Duration) string {
 	d = d.Round(time.Second)
-	const day = 24 * time.Hour
-	if d < day {
-		return d.String()
+	if d <= 0 {
+		return "0s"
 	}
-	days := d / day
-	return fmt.Sprintf("%dd%s", days, (d - days*day).String())
+	var b strings.Builder
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.d; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.d
+		}
+	}
+	return b.String()
+}
+
+// changes renders an event's changed fields: "text: a -> b; reason: -> x".
+func changes(old, new map[string]string) string {
+	keys := make([]string, 0, len(new))
+	for k := range new {
+		keys = append(keys, k)
+	}
+	for k := range old {
+		if _, ok := new[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		o, hadOld := old[k]
+		if !hadOld {
+			parts = append(parts, fmt.Sprintf("%s: %s", k, new[k]))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s -> %s", k, o, new[k]))
+	}
+	return strings.Join(parts, "; ")
 }

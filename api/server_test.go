@@ -37,13 +37,22 @@ type testServer struct {
 // startServer serves a Server over fakes on a real unix socket.
 func startServer(t *testing.T) *testServer {
 	t.Helper()
+	rules := newFakeRules()
+	ts := startServerOver(t, rules)
+	ts.rules = rules
+	return ts
+}
+
+// startServerOver serves a Server over rules and a fake RIB on a real unix
+// socket.
+func startServerOver(t *testing.T, rules Rules) *testServer {
+	t.Helper()
 	ts := &testServer{
-		sock:  filepath.Join(t.TempDir(), "run", "rk.sock"),
-		rules: newFakeRules(),
-		rib:   newFakeRIB(),
+		sock: filepath.Join(t.TempDir(), "run", "rk.sock"),
+		rib:  newFakeRIB(),
 	}
-	log := hclog.New(&hclog.LoggerOptions{Output: io.Discard})
-	srv := New(log, ts.rules, ts.rib, WithMaxBodyBytes(4096))
+	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
+	srv := New(log, rules, ts.rib, WithMaxBodyBytes(4096))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ts.sock) }()
@@ -65,6 +74,14 @@ func startServer(t *testing.T) *testServer {
 		},
 	}}
 	return ts
+}
+
+// tWriter sends the server's log to the test's log, shown on failure.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
 }
 
 func waitListening(t *testing.T, sock string, errc chan error) {
