@@ -37,7 +37,13 @@ func (r *Reconciler) runPass(ctx context.Context) (nextExpiry, nextRetry time.Ti
 // expiry among desired rules.
 func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) time.Time {
 	storeErr := false
-	defer func() { r.storeDone(storeErr, now) }()
+	r.failLogged = 0
+	defer func() {
+		r.storeDone(storeErr, now)
+		if n := r.failLogged - maxFailLogs; n > 0 {
+			r.log.Warn("more rules failed; not logged one by one", "count", n)
+		}
+	}()
 
 	// Desired state. Unknown is not empty: on a read error, keep working
 	// from the last rows read (they still expire on time) but withdraw no
@@ -280,9 +286,11 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 		res.Errors++
 		st.set(it.ID, false, err.Error())
 		retryIn, term := r.failed(it.Match, opAnnounce, it.Action, err, now)
-		if term {
+		switch {
+		case !r.logFailure():
+		case term:
 			r.log.Error("rule rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
-		} else {
+		default:
 			r.log.Warn("announce failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
 		}
 		return
@@ -319,9 +327,11 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v view,
 			st.set(rr.ID, true, err.Error())
 		}
 		retryIn, term := r.failed(it.Match, opWithdraw, flowspec.Action{}, err, now)
-		if term {
+		switch {
+		case !r.logFailure():
+		case term:
 			r.log.Error("withdraw rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
-		} else {
+		default:
 			r.log.Warn("withdraw failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
 		}
 		return
@@ -334,6 +344,17 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v view,
 		r.orphaned.Add(1)
 	}
 	r.log.Info("rule withdrawn", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+}
+
+// maxFailLogs bounds the per-rule failure lines of one pass: when the
+// speaker is down every rule fails, and one line per rule per retry would
+// bury everything else.
+const maxFailLogs = 20
+
+// logFailure reports whether this pass may log one more rule failure.
+func (r *Reconciler) logFailure() bool {
+	r.failLogged++
+	return r.failLogged <= maxFailLogs
 }
 
 // storeDone updates the backoff for store errors (reads and writes): the

@@ -163,6 +163,8 @@ type Reconciler struct {
 	storeFail int                                // consecutive passes with a store error
 	storeNext time.Time                          // retry after a store error
 	actual    map[flowspec.Match]flowspec.Action
+	// failLogged counts the rule failures of the current pass (logging).
+	failLogged int
 }
 
 // New returns a reconciler of speaker s to desired state d. It does nothing
