@@ -88,14 +88,19 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 	return p
 }
 
-// addPeer adds n. GoBGP only logs a failure to install the TCP MD5 key on
-// its listening sockets; the log adapter catches that and it is returned as
-// an error here. (For connections we initiate, a key that cannot be set
-// makes every connect attempt fail, which shows as a session that never
-// comes up.)
+// addPeer adds n. GoBGP does not report TCP MD5 failures: on its
+// listening sockets it only logs them (the log adapter catches that and it
+// is returned as an error here), and on the sockets it dials from it only
+// fails the connect attempt. So the key is first tried on a socket of our
+// own (checkMD5), then the listener result is checked.
 func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 	p := s.apiPeer(n)
 	addr := p.Conf.NeighborAddress
+	if n.Password != "" {
+		if err := checkMD5(n.Address, n.Password); err != nil {
+			return fmt.Errorf("bgp: peer %s: TCP MD5 unavailable: %w", addr, err)
+		}
+	}
 	s.takeMD5Failure(addr)
 	if err := s.call(ctx, "add peer "+addr, func() error {
 		return s.srv.AddPeer(context.Background(), &api.AddPeerRequest{Peer: p})
@@ -103,7 +108,11 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 		return err
 	}
 	if e, failed := s.takeMD5Failure(addr); failed {
-		return fmt.Errorf("bgp: peer %s: TCP MD5 key not installed on the listener: %s", addr, e)
+		hint := ""
+		if strings.Contains(e, "protocol not available") {
+			hint = " (the listener is Multipath TCP, Go's default since 1.24, which cannot do MD5: build the binary with //go:debug multipathtcp=0)"
+		}
+		return fmt.Errorf("bgp: peer %s: TCP MD5 key not installed on the listener: %s%s", addr, e, hint)
 	}
 	s.log.Info("peer added", "peer", addr, "asn", n.ASN, "families", famNames(n.families()),
 		"passive", n.Passive, "md5", n.Password != "")

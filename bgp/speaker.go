@@ -75,7 +75,10 @@ type Neighbor struct {
 	// connected, TTL 1, for eBGP).
 	MultihopTTL uint8
 	// Password enables TCP MD5 (RFC 2385) with this key (at most 80 bytes).
-	// Start fails if GoBGP cannot install it on the listening socket.
+	// Start fails if the key cannot be installed. Go 1.24+ makes listeners
+	// Multipath TCP by default and Linux refuses MD5 on those: a binary
+	// that listens and uses MD5 needs //go:debug multipathtcp=0 in its main
+	// package (or godebug in go.mod).
 	Password string
 }
 
