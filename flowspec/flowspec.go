@@ -1,15 +1,35 @@
 // Package flowspec is ribkeeper's model of BGP FlowSpec rules (RFC 8955 for
 // IPv4, RFC 8956 for IPv6): value types, the wire codec, the operator text
-// syntax, and rule precedence.
+// syntax (SYNTAX.md), and rule precedence.
 //
 // The package is the inner core of ribkeeper and imports only the standard
 // library. Its types follow net/netip: they are small comparable values that
 // can be used as map keys, their zero value is invalid, and once a value has
-// been constructed (by Parse or Decode*) encoding it cannot fail.
+// been constructed (by Parse*, Decode* or the Action constructors) encoding
+// it cannot fail. Encoding (Match.AppendTo, Action.AppendExtCommunities)
+// and map-key use allocate nothing; DecodeMatch allocates once.
 //
-// A rule's identity is its Match: the address family plus the canonical NLRI
-// bytes. Two rules with equal Match values are the same rule; the Action is
-// what the rule does with the traffic it matches.
+// A rule's identity is its Match: the address family plus the NLRI bytes.
+// Two rules with equal Match values are the same rule on the wire. Parse
+// produces the canonical encoding (components in type order, values at
+// their minimal length); DecodeMatch validates strictly (RFC 7606
+// treat-as-withdraw cases are *DecodeError naming the byte) but keeps a
+// valid peer's bytes as they are, since withdrawals must repeat them.
+// Match.Canonical gives the form Parse would produce.
+//
+// The Action is what the rule does, as extended communities in canonical
+// form (sorted, deduplicated), so Actions are equal exactly when they put
+// the same communities on the wire. Redirect to an IPv6 address needs a
+// 20-byte IPv6-address-specific community (RFC 5701), kept separately and
+// written by Action.AppendIPv6ExtCommunities.
+//
+// Text round trip: Parse(r.String()) == r for every valid Rule r built by
+// this package, and r.String() is the canonical text.
+//
+// Compare orders rules as routers apply them (RFC 8955 §5.1, RFC 8956
+// §5.1) and Rule.Shadows detects, conservatively, rules that can never
+// apply. Match.SendableByGoBGPv3 guards the pinned GoBGP v3 speaker against
+// the encodings it corrupts.
 package flowspec
 
 // Family is the address family of a FlowSpec rule. The zero value is invalid.
