@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -88,14 +89,56 @@ func (s *Store) history(ctx context.Context, id int64) ([]Event, error) {
 	return out, nil
 }
 
-// event records one history entry in t.
-func (s *Store) event(ctx context.Context, t tx, id int64, at time.Time, kind EventKind, actor, site string, old, new map[string]string) error {
-	_, err := t.exec(ctx, `INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, id, s.eng.timeArg(at), string(kind), actor, site, encodeFields(old), encodeFields(new))
-	if err != nil {
-		return fmt.Errorf("record %s event: %w", kind, err)
+// wtx is a write transaction that collects history events and inserts
+// them, many rows per statement, just before commit.
+type wtx struct {
+	tx
+	events []Event
+}
+
+// event records one history entry, written with the transaction.
+func (w *wtx) event(id int64, at time.Time, kind EventKind, actor, site string, old, new map[string]string) {
+	w.events = append(w.events, Event{RuleID: id, At: at, Kind: kind, Actor: actor, Site: site, Old: old, New: new})
+}
+
+const eventChunk = 128 // rows per INSERT: 7 parameters each
+
+// flushEvents inserts w's pending events.
+func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
+	var full string
+	args := make([]any, 0, 7*min(len(w.events), eventChunk))
+	for evs := w.events; len(evs) > 0; {
+		n := min(len(evs), eventChunk)
+		q := full
+		if n < eventChunk || full == "" {
+			q = insertEventsSQL(n)
+			if n == eventChunk {
+				full = q
+			}
+		}
+		args = args[:0]
+		for _, e := range evs[:n] {
+			args = append(args, e.RuleID, s.eng.timeArg(e.At), string(e.Kind), e.Actor, e.Site, encodeFields(e.Old), encodeFields(e.New))
+		}
+		if _, err := w.exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("record history: %w", err)
+		}
+		evs = evs[n:]
 	}
+	w.events = w.events[:0]
 	return nil
+}
+
+func insertEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values) VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+	}
+	return b.String()
 }
 
 // ruleFields is what history records of a rule's desired state.

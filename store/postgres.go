@@ -231,6 +231,15 @@ func (t *pgTx) exec(ctx context.Context, q string, args ...any) (int64, error) {
 	return tag.RowsAffected(), err
 }
 
+func (t *pgTx) insertID(ctx context.Context, q string, args ...any) (int64, bool, error) {
+	var id int64
+	err := t.tx.QueryRow(ctx, t.e.sql(q+" RETURNING id"), args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return id, err == nil, err
+}
+
 func (t *pgTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	rs, err := t.tx.Query(ctx, t.e.sql(q), args...)
 	if err != nil {

@@ -175,6 +175,22 @@ func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, erro
 	return res.RowsAffected()
 }
 
+func (t *sqliteTx) insertID(ctx context.Context, q string, args ...any) (int64, bool, error) {
+	st, err := t.stmt(ctx, q)
+	if err != nil {
+		return 0, false, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err
+	}
+	id, err := res.LastInsertId()
+	return id, err == nil, err
+}
+
 func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	st, err := t.stmt(ctx, q)
 	if err != nil {

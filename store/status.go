@@ -14,7 +14,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.write(ctx, "set rule status", len(ids), func(ctx context.Context, t tx) (bool, error) {
+	return s.write(ctx, "set rule status", len(ids), func(ctx context.Context, t *wtx) (bool, error) {
 		now := dbTimeNow()
 		for _, id := range ids {
 			var (
@@ -44,9 +44,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 			}
 			was := map[string]string{"announced": strconv.FormatBool(wasAnn), "last_error": wasErr.s}
 			is := map[string]string{"announced": strconv.FormatBool(announced), "last_error": lastErr}
-			if err := s.event(ctx, t, id, now, EventStatus, "reconciler", s.site, was, is); err != nil {
-				return false, err
-			}
+			t.event(id, now, EventStatus, "reconciler", s.site, was, is)
 		}
 		return false, nil
 	})

@@ -10,8 +10,7 @@ import (
 const insertRuleSQL = `INSERT INTO rules
 	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, state, withdraw_requested)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
-	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING
-	RETURNING id`
+	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
 	expires_at = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
@@ -19,7 +18,7 @@ const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, a
 // write runs fn in one transaction bounded by the call timeout (scaled by
 // n), commits, and signals the change feed if fn reports a change. It
 // returns only after the commit, so an acknowledged write survives a crash.
-func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context.Context, t tx) (changed bool, err error)) error {
+func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context.Context, w *wtx) (changed bool, err error)) error {
 	cctx, cancel := s.call(ctx, n)
 	defer cancel()
 	t, err := s.eng.begin(cctx)
@@ -27,7 +26,11 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 		return s.wrap(ctx, op, err)
 	}
 	defer t.rollback(context.WithoutCancel(cctx))
-	changed, err := fn(cctx, t)
+	w := &wtx{tx: t}
+	changed, err := fn(cctx, w)
+	if err == nil {
+		err = s.flushEvents(cctx, w)
+	}
 	if err != nil {
 		return s.wrap(ctx, op, err)
 	}
@@ -52,7 +55,7 @@ func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err
 	if err != nil {
 		return Rule{}, false, err
 	}
-	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t tx) (bool, error) {
+	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
 		var changed bool
 		r, created, changed, err = s.upsertTx(ctx, t, &e, now)
 		return changed, err
@@ -79,7 +82,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 		}
 	}
 	out := make([]Rule, len(ins))
-	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t tx) (bool, error) {
+	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
 		changedAny := false
 		for i := range es {
 			r, _, changed, err := s.upsertTx(ctx, t, &es[i], now)
@@ -99,23 +102,22 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 // upsertTx inserts e, or updates the active row with the same Match. The
 // insert comes first: it is the common case and needs no lookup.
-func (s *Store) upsertTx(ctx context.Context, t tx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
+func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
 	for range 5 {
-		var id int64
-		err := t.queryRow(ctx, insertRuleSQL, e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-			e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires)).Scan(&id)
-		if err == nil {
+		id, inserted, err := t.insertID(ctx, insertRuleSQL, e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
+			e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires))
+		if err != nil {
+			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
+		}
+		if inserted {
 			r = Rule{
 				ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
 				Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
 			}
-			err = s.event(ctx, t, id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
-			return r, true, true, err
-		}
-		if !errors.Is(err, errNoRows) {
-			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
+			t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
+			return r, true, true, nil
 		}
 		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
 			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
@@ -138,8 +140,8 @@ func (s *Store) upsertTx(ctx context.Context, t tx, e *encoded, now time.Time) (
 			s.eng.timeArg(e.expires), s.eng.timeArg(now), old.ID); err != nil {
 			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
 		}
-		err = s.event(ctx, t, old.ID, now, EventUpdated, e.in.Actor, "", was, is)
-		return r, false, true, err
+		t.event(old.ID, now, EventUpdated, e.in.Actor, "", was, is)
+		return r, false, true, nil
 	}
 	return Rule{}, false, false, fmt.Errorf("rule %s keeps changing under concurrent writers: retry", e.text)
 }
@@ -151,7 +153,7 @@ func (s *Store) upsertTx(ctx context.Context, t tx, e *encoded, now time.Time) (
 // withdrawal changes nothing.
 func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, error) {
 	var r Rule
-	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t tx) (bool, error) {
+	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
 		now := dbTimeNow()
 		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
 			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
@@ -159,11 +161,8 @@ func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, err
 			return false, err
 		}
 		if n > 0 {
-			err = s.event(ctx, t, id, now, EventWithdrawRequested, actor, "",
+			t.event(id, now, EventWithdrawRequested, actor, "",
 				map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
-			if err != nil {
-				return false, err
-			}
 		}
 		r, err = s.get(ctx, t, id)
 		return n > 0, err
@@ -189,7 +188,7 @@ func (s *Store) Finish(ctx context.Context, id int64, state State) error {
 	default:
 		return invalid("state", "cannot finish a rule as %q: use %q or %q", state, Withdrawn, Expired)
 	}
-	return s.write(ctx, "finish rule", 1, func(ctx context.Context, t tx) (bool, error) {
+	return s.write(ctx, "finish rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
 		now := dbTimeNow()
 		args := []any{s.eng.timeArg(now), id}
 		if state == Expired {
@@ -211,8 +210,8 @@ func (s *Store) Finish(ctx context.Context, id int64, state State) error {
 		if state == Expired {
 			kind = EventExpired
 		}
-		err = s.event(ctx, t, id, now, kind, "reconciler", s.site,
+		t.event(id, now, kind, "reconciler", s.site,
 			map[string]string{"state": string(Active)}, map[string]string{"state": string(state)})
-		return true, err
+		return true, nil
 	})
 }
