@@ -118,12 +118,17 @@ func TestGoBGPLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expires := time.Now().Add(400 * time.Millisecond)
+	expires := time.Now().Add(2 * time.Second)
 	exp, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, 3, discard()), ExpiresAt: expires, Actor: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "all three announced", func() bool { return len(ribOf(sp)) == 3 })
+	eventually(t, 5*time.Second, "rules announced", func() bool {
+		rib := ribOf(sp)
+		_, ok1 := rib[keep.Rule.Match]
+		_, ok2 := rib[gone.Rule.Match]
+		return ok1 && ok2
+	})
 
 	if _, err := st.Withdraw(ctx, gone.ID, "test"); err != nil {
 		t.Fatal(err)

@@ -300,11 +300,11 @@ func TestInvalidRuleRecordedAndHeld(t *testing.T) {
 func TestExpiryUsesTimer(t *testing.T) {
 	r, st, sp := newTest(t, Config{ResyncInterval: time.Hour})
 	keep := st.add(testRule(t, 1, discard()), time.Time{})
-	expires := time.Now().Add(300 * time.Millisecond)
+	expires := time.Now().Add(time.Second)
 	m := testRule(t, 2, discard()).Match
 	id := st.add(testRule(t, 2, discard()), expires)
 	startLoop(t, r)
-	eventually(t, 250*time.Millisecond, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
+	eventually(t, 900*time.Millisecond, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
 	for {
 		_, present := sp.snapshot()[m]
 		now := time.Now()
@@ -484,8 +484,39 @@ func TestPreview(t *testing.T) {
 func TestRunTwiceRefused(t *testing.T) {
 	r, _, _ := newTest(t, Config{})
 	startLoop(t, r)
-	time.Sleep(10 * time.Millisecond)
+	eventually(t, 5*time.Second, "first pass", func() bool { return !r.LastPass().Started.IsZero() })
 	if err := r.Run(context.Background()); err == nil {
 		t.Error("second Run did not fail")
 	}
+}
+
+func TestSignalMergesBursts(t *testing.T) {
+	s := newSignal()
+	for range 100 {
+		s.notify()
+	}
+	<-s.c
+	select {
+	case <-s.c:
+		t.Error("a burst of notifications gave more than one wake-up")
+	default:
+	}
+}
+
+func TestStoreWriteFailureRetried(t *testing.T) {
+	r, st, _ := newTest(t, Config{RetryBase: 10 * time.Millisecond})
+	id := st.add(testRule(t, 1, discard()), time.Time{})
+	st.mu.Lock()
+	st.writeErr = errors.New("disk full")
+	st.mu.Unlock()
+	startLoop(t, r)
+	eventually(t, 5*time.Second, "status write failing", func() bool { return r.LastPass().Errors > 0 })
+	if st.get(id).Announced {
+		t.Fatal("status written despite the error")
+	}
+	st.mu.Lock()
+	st.writeErr = nil
+	st.mu.Unlock()
+	// No store change is signalled: the store backoff timer must retry.
+	eventually(t, 5*time.Second, "status written after the store recovered", func() bool { return st.get(id).Announced })
 }
