@@ -48,43 +48,57 @@ type daemon struct {
 }
 
 // setup starts a BIRD on 127.0.0.2 and a ribkeeper on 127.0.0.1 peering
-// with it, and waits until the session is established.
+// with it over SQLite, and waits until the session is established.
 func setup(t *testing.T) (*daemon, *birdtest.Router) {
 	t.Helper()
-	birdtest.Binary(t)
-	rkPort := birdtest.FreePort(t, "127.0.0.1")
-	birdPort := birdtest.FreePort(t, "127.0.0.2")
-	bird := birdtest.Start(t, birdtest.Options{
-		Address: "127.0.0.2", Port: birdPort, ASN: 65001,
-		Peers: []birdtest.Peer{{Address: "127.0.0.1", Port: rkPort, ASN: 65000}},
-	})
 	dir := t.TempDir()
-	d := &daemon{t: t, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
-	conf := fmt.Sprintf(`site = "e2e"
+	return startPair(t, pair{
+		rkAddr: "127.0.0.1", birdAddr: "127.0.0.2", site: "e2e", dir: dir,
+		store: fmt.Sprintf("[store]\npath = %q\n", filepath.Join(dir, "rk.db")),
+	})
+}
+
+// pair describes one appliance under test: a ribkeeper and its upstream BIRD.
+type pair struct {
+	rkAddr, birdAddr string // loopback addresses
+	site             string
+	dir              string
+	store            string // the [store] section of the config
+}
+
+func startPair(t *testing.T, p pair) (*daemon, *birdtest.Router) {
+	t.Helper()
+	birdtest.Binary(t)
+	rkPort := birdtest.FreePort(t, p.rkAddr)
+	birdPort := birdtest.FreePort(t, p.birdAddr)
+	bird := birdtest.Start(t, birdtest.Options{
+		Address: p.birdAddr, Port: birdPort, ASN: 65001,
+		Peers: []birdtest.Peer{{Address: p.rkAddr, Port: rkPort, ASN: 65000}},
+	})
+	d := &daemon{t: t, dir: p.dir, conf: filepath.Join(p.dir, "ribkeeper.toml"), socket: filepath.Join(p.dir, "rk.sock")}
+	conf := fmt.Sprintf(`site = %q
 [log]
 level = "debug"
 [bgp]
 asn = 65000
-router_id = "127.0.0.1"
-listen_addresses = ["127.0.0.1"]
+router_id = %q
+listen_addresses = [%q]
 listen_port = %d
 [[neighbor]]
-address = "127.0.0.2"
+address = %q
 asn = 65001
 port = %d
-local_address = "127.0.0.1"
+local_address = %q
 families = ["ipv4-flowspec", "ipv6-flowspec"]
-[store]
-path = %q
 [api]
 socket = %q
-`, rkPort, birdPort, filepath.Join(dir, "rk.db"), d.socket)
+%s`, p.site, p.rkAddr, p.rkAddr, rkPort, p.birdAddr, birdPort, p.rkAddr, d.socket, p.store)
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d.start()
 	t.Cleanup(d.stop)
-	waitFor(t, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+	waitFor(t, 20*time.Second, "BGP session with BIRD on "+p.birdAddr+" established", func() bool { return bird.Established(0) })
 	return d, bird
 }
 
