@@ -520,3 +520,13 @@ func TestStoreWriteFailureRetried(t *testing.T) {
 	// No store change is signalled: the store backoff timer must retry.
 	eventually(t, 5*time.Second, "status written after the store recovered", func() bool { return st.get(id).Announced })
 }
+
+func TestOrphanCapZeroIsUnlimited(t *testing.T) {
+	r, _, sp := newTest(t, Config{})
+	for i := range 50 {
+		sp.set(testRule(t, i, discard()).Match, discard(), true)
+	}
+	if res := pass(t, r); res.Capped || res.Withdrawn != 50 || len(sp.snapshot()) != 0 {
+		t.Errorf("pass without a cap = %+v, RIB size %d", res, len(sp.snapshot()))
+	}
+}

@@ -52,7 +52,7 @@ type Speaker interface {
 // Defaults for the zero Config fields.
 const (
 	DefaultResyncInterval     = 5 * time.Minute
-	DefaultMaxWithdrawPerPass = 1000
+	DefaultMaxWithdrawPerPass = 10000 // what config applies when unset
 	DefaultRetryBase          = 100 * time.Millisecond
 	DefaultRetryMax           = 30 * time.Second
 	DefaultSettleTimeout      = 2 * time.Second
@@ -66,7 +66,8 @@ type Config struct {
 	// orphans than this withdraws none of them and reports it (Capped), on
 	// the grounds that losing most of the desired state at once is more
 	// likely a fault than an intent. Retiring rules are not orphans and are
-	// never capped. 0 means DefaultMaxWithdrawPerPass; negative: no cap.
+	// never capped. 0 (or negative) means no cap, as in the config file;
+	// the config layer applies DefaultMaxWithdrawPerPass when it is unset.
 	MaxWithdrawPerPass int
 	// RetryBase and RetryMax bound the per-rule exponential backoff after a
 	// transient error; defaults 100ms and 30s.
@@ -82,9 +83,6 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = DefaultResyncInterval
-	}
-	if c.MaxWithdrawPerPass == 0 {
-		c.MaxWithdrawPerPass = DefaultMaxWithdrawPerPass
 	}
 	if c.RetryBase <= 0 {
 		c.RetryBase = DefaultRetryBase
