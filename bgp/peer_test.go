@@ -2,7 +2,9 @@ package bgp
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +170,47 @@ func drain(c <-chan struct{}) {
 	select {
 	case <-c:
 	default:
+	}
+}
+
+// The operator knobs reach GoBGP's neighbor configuration, and families
+// default to the neighbor address's family.
+func TestNeighborConfig(t *testing.T) {
+	s := startSpeaker(t, Config{Neighbors: []Neighbor{
+		{Address: netip.MustParseAddr("127.0.0.4"), ASN: 65001, Port: 1, HoldTime: 30 * time.Second, MultihopTTL: 5},
+		{Address: netip.MustParseAddr("::1"), ASN: 65002, Port: 1},
+		{Address: netip.MustParseAddr("127.0.0.5"), ASN: 65000, Port: 1, Families: []flowspec.Family{flowspec.IPv6, flowspec.IPv4, flowspec.IPv6}},
+	}})
+	ps, err := s.Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := map[string]string{}
+	for _, p := range ps {
+		fams[p.Address] = strings.Join(p.Families, ",")
+		if p.State == "established" {
+			t.Errorf("%s established with nobody", p.Address)
+		}
+	}
+	want := map[string]string{
+		"127.0.0.4": "ipv4-flowspec",
+		"::1":       "ipv6-flowspec",
+		"127.0.0.5": "ipv4-flowspec,ipv6-flowspec",
+	}
+	if !maps.Equal(fams, want) {
+		t.Fatalf("families = %v, want %v", fams, want)
+	}
+	var got *api.Peer
+	if err := s.srv.ListPeer(context.Background(), &api.ListPeerRequest{Address: "127.0.0.4"}, func(p *api.Peer) { got = p }); err != nil {
+		t.Fatal(err)
+	}
+	if h := got.GetTimers().GetConfig().GetHoldTime(); h != 30 {
+		t.Errorf("hold time = %d, want 30", h)
+	}
+	if k := got.GetTimers().GetConfig().GetKeepaliveInterval(); k != 10 {
+		t.Errorf("keepalive = %d, want 10", k)
+	}
+	if m := got.GetEbgpMultihop(); !m.GetEnabled() || m.GetMultihopTtl() != 5 {
+		t.Errorf("multihop = %v, want enabled ttl 5", m)
 	}
 }
