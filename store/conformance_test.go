@@ -111,13 +111,21 @@ func testUpsertMany(t *testing.T, fresh freshFunc) {
 	if err != nil || len(act) != 1000 {
 		t.Fatalf("ActiveRules: %d, %v; want 1000", len(act), err)
 	}
+	// A batch of existing and new Matches updates and creates.
+	rs2, err := s.UpsertMany(ctx, []Input{{Rule: rule(t, 2000, "discard")}, {Rule: rule(t, 0, "rate-limit 1000"), Reason: "again"}})
+	if err != nil || rs2[0].ID <= rs[999].ID || rs2[1].ID != rs[0].ID || rs2[1].Reason != "again" {
+		t.Fatalf("mixed batch: %+v, %v", rs2, err)
+	}
+	if g, _ := s.Get(ctx, rs[0].ID); g.Rule != rule(t, 0, "rate-limit 1000") {
+		t.Fatalf("batch update not stored: %v", g.Text)
+	}
 	// All or nothing: a bad input at the end stores nothing.
 	bad := []Input{{Rule: rule(t, 5000, "discard")}, {Rule: rule(t, 5001, "discard"), Sites: []string{""}}}
 	if _, err := s.UpsertMany(ctx, bad); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("UpsertMany(bad) = %v, want ErrInvalidInput", err)
 	}
-	if act, _ := s.ActiveRules(ctx); len(act) != 1000 {
-		t.Fatalf("failed batch stored %d rules", len(act)-1000)
+	if act, _ := s.ActiveRules(ctx); len(act) != 1001 {
+		t.Fatalf("failed batch stored %d rules", len(act)-1001)
 	}
 }
 

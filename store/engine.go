@@ -46,6 +46,8 @@ type tx interface {
 	// insertID runs an INSERT ... ON CONFLICT DO NOTHING into a table with
 	// an id column and returns the new id, or inserted=false on conflict.
 	insertID(ctx context.Context, q string, args ...any) (id int64, inserted bool, err error)
+	// insertIDs runs insertID once per argument list (PostgreSQL: pipelined).
+	insertIDs(ctx context.Context, q string, args [][]any) (ids []int64, inserted []bool, err error)
 	commit(ctx context.Context) error
 	// rollback is a no-op after commit.
 	rollback(ctx context.Context) error

@@ -240,6 +240,35 @@ func (t *pgTx) insertID(ctx context.Context, q string, args ...any) (int64, bool
 	return id, err == nil, err
 }
 
+// insertIDs pipelines the inserts, 1000 per round trip.
+func (t *pgTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
+	const chunk = 1000
+	q = t.e.sql(q + " RETURNING id")
+	ids, ok := make([]int64, len(args)), make([]bool, len(args))
+	for start := 0; start < len(args); start += chunk {
+		end := min(start+chunk, len(args))
+		b := &pgx.Batch{}
+		for _, a := range args[start:end] {
+			b.Queue(q, a...)
+		}
+		br := t.tx.SendBatch(ctx, b)
+		for i := start; i < end; i++ {
+			err := br.QueryRow().Scan(&ids[i])
+			switch {
+			case err == nil:
+				ok[i] = true
+			case !errors.Is(err, pgx.ErrNoRows):
+				br.Close()
+				return nil, nil, err
+			}
+		}
+		if err := br.Close(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ids, ok, nil
+}
+
 func (t *pgTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	rs, err := t.tx.Query(ctx, t.e.sql(q), args...)
 	if err != nil {

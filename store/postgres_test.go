@@ -95,10 +95,10 @@ func TestPostgresUnavailable(t *testing.T) {
 	if _, err := s.Get(cctx, r.ID); errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Get with cancelled context = %v", err)
 	}
+	drain(s) // the feed signals only once it is connected again
 	if err := srv.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	drain(s)
 	if _, err := s.Get(ctx, r.ID); err != nil {
 		t.Fatalf("Get after PostgreSQL came back: %v", err)
 	}

@@ -191,6 +191,17 @@ func (t *sqliteTx) insertID(ctx context.Context, q string, args ...any) (int64, 
 	return id, err == nil, err
 }
 
+func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
+	ids, ok := make([]int64, len(args)), make([]bool, len(args))
+	for i, a := range args {
+		var err error
+		if ids[i], ok[i], err = t.insertID(ctx, q, a...); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ids, ok, nil
+}
+
 func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	st, err := t.stmt(ctx, q)
 	if err != nil {

@@ -83,21 +83,51 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
-		changedAny := false
+		// Insert every rule at once (pipelined on PostgreSQL); the ones
+		// whose Match is already active, in the database or earlier in
+		// this batch, then update in input order, so the last input for a
+		// Match wins as if they had been stored one by one.
+		args := make([][]any, len(es))
 		for i := range es {
-			r, _, changed, err := s.upsertTx(ctx, t, &es[i], now)
-			if err != nil {
+			args[i] = s.insertArgs(&es[i], now)
+		}
+		ids, inserted, err := t.insertIDs(ctx, insertRuleSQL, args)
+		if err != nil {
+			return false, fmt.Errorf("insert rules: %w", err)
+		}
+		changed := false
+		for i := range es {
+			if inserted[i] {
+				out[i], changed = s.created(t, ids[i], &es[i], now), true
+				continue
+			}
+			var c bool
+			if out[i], _, c, err = s.upsertTx(ctx, t, &es[i], now); err != nil {
 				return false, fmt.Errorf("inputs[%d] (%s): %w", i, es[i].text, err)
 			}
-			out[i] = r
-			changedAny = changedAny || changed
+			changed = changed || c
 		}
-		return changedAny, nil
+		return changed, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+func (s *Store) insertArgs(e *encoded, now time.Time) []any {
+	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires)}
+}
+
+// created returns the rule e just inserted as id and records its history.
+func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
+	r := Rule{
+		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
+		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
+	}
+	t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
+	return r
 }
 
 // upsertTx inserts e, or updates the active row with the same Match. The
@@ -106,18 +136,12 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
 	for range 5 {
-		id, inserted, err := t.insertID(ctx, insertRuleSQL, e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-			e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires))
+		id, inserted, err := t.insertID(ctx, insertRuleSQL, s.insertArgs(e, now)...)
 		if err != nil {
 			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
 		}
 		if inserted {
-			r = Rule{
-				ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
-				Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
-			}
-			t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
-			return r, true, true, nil
+			return s.created(t, id, e, now), true, true, nil
 		}
 		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
 			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
