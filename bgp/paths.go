@@ -11,9 +11,12 @@ import (
 )
 
 // MaxNLRILen is the longest FlowSpec NLRI (length prefix included) that
-// GoBGP v3.37.0 encodes correctly. From 240 bytes on, its encoder switches
-// to the two-byte length form and writes it over the first component
-// (osrg/gobgp#3596).
+// GoBGP v3.37.0 encodes correctly: 238 bytes of components. Its encoder
+// picks the two-byte length form when components plus prefix reach 240
+// bytes, i.e. already for 239 bytes of components, and then writes the
+// length over the first component (osrg/gobgp#3596). Measured: a 239-byte
+// body comes back from GoBGP's Serialize as 00 00 00 ee ...
+
 const MaxNLRILen = 239
 
 // RefusedError reports a rule that GoBGP would put on the wire wrongly.
@@ -71,76 +74,17 @@ func (s *Speaker) Withdraw(ctx context.Context, m flowspec.Match) error {
 	})
 }
 
-// checkMatch refuses what GoBGP v3.37.0 cannot carry correctly.
+// checkMatch refuses what GoBGP v3.37.0 cannot carry correctly: NLRI
+// over MaxNLRILen bytes, and what flowspec says GoBGP v3 cannot send (IPv6
+// prefix offsets other than 0).
 func checkMatch(m flowspec.Match) error {
-	var buf [256]byte
-	b := m.AppendTo(buf[:0])
-	if len(b) > MaxNLRILen {
-		return &RefusedError{Match: m, Reason: fmt.Sprintf("NLRI is %d bytes; GoBGP v3 encodes NLRI over %d bytes wrongly", len(b), MaxNLRILen)}
+	if n := m.Len(); n > MaxNLRILen {
+		return &RefusedError{Match: m, Reason: fmt.Sprintf("NLRI is %d bytes; GoBGP v3 encodes NLRI over %d bytes wrongly (osrg/gobgp#3596)", n, MaxNLRILen)}
 	}
-	if m.Family() == flowspec.IPv6 {
-		if off, ok := ipv6PrefixOffset(b); ok && off != 0 {
-			return &RefusedError{Match: m, Reason: fmt.Sprintf("IPv6 prefix offset %d; GoBGP v3 encodes non-zero offsets wrongly", off)}
-		}
+	if err := m.SendableByGoBGPv3(); err != nil {
+		return &RefusedError{Match: m, Reason: err.Error()}
 	}
 	return nil
-}
-
-// ipv6PrefixOffset walks an IPv6 FlowSpec NLRI (RFC 8956, with its length
-// prefix) and returns the first non-zero prefix offset, or 0. ok is false
-// if the bytes do not parse (the flowspec package guarantees they do).
-func ipv6PrefixOffset(b []byte) (off int, ok bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	n := int(b[0])
-	b = b[1:]
-	if n >= 0xf0 {
-		if len(b) == 0 {
-			return 0, false
-		}
-		n = (n&0x0f)<<8 | int(b[0])
-		b = b[1:]
-	}
-	if n > len(b) {
-		return 0, false
-	}
-	b = b[:n]
-	for len(b) > 0 {
-		typ := b[0]
-		b = b[1:]
-		switch typ {
-		case 1, 2: // destination, source prefix: length, offset, pattern
-			if len(b) < 2 {
-				return 0, false
-			}
-			plen, o := int(b[0]), int(b[1])
-			if o != 0 {
-				return o, true
-			}
-			skip := 2 + (plen-o+7)/8
-			if skip > len(b) {
-				return 0, false
-			}
-			b = b[skip:]
-		default: // operator list: op byte with end-of-list bit and value length
-			for {
-				if len(b) == 0 {
-					return 0, false
-				}
-				op := b[0]
-				vl := 1 << ((op >> 4) & 3)
-				if 1+vl > len(b) {
-					return 0, false
-				}
-				b = b[1+vl:]
-				if op&0x80 != 0 {
-					break
-				}
-			}
-		}
-	}
-	return 0, true
 }
 
 // wirePath builds the api.Path for m in wire form: GoBGP decodes

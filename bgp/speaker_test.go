@@ -187,6 +187,13 @@ func TestRefused(t *testing.T) {
 		short = append(short, op, 0x10, byte(i))
 	}
 
+	// 1 + 239 bytes: GoBGP's encoder already breaks here.
+	edge := []byte{239, 3, 0x81, 6, 5}
+	for i := range 77 {
+		edge = append(edge, 0x11, 0x10, byte(i))
+	}
+	edge = append(edge, 0x01, 7, 0x81, 9)
+
 	// IPv6 destination with offset 8: 2001:db8::/64 bits 8..63.
 	off6 := []byte{0, 1, 64, 8, 0x01, 0x0d, 0xb8, 0, 0, 0, 0}
 	off6[0] = byte(len(off6) - 1)
@@ -198,6 +205,7 @@ func TestRefused(t *testing.T) {
 		refused bool
 	}{
 		{"nlri 242 bytes", flowspec.IPv4, long, true},
+		{"nlri 240 bytes", flowspec.IPv4, edge, true},
 		{"nlri 239 bytes", flowspec.IPv4, short, false},
 		{"ipv6 offset 8", flowspec.IPv6, off6, true},
 	}
@@ -223,27 +231,6 @@ func TestRefused(t *testing.T) {
 	}
 	if err := s.Announce(ctx, flowspec.Rule{}); !errors.As(err, new(*RefusedError)) {
 		t.Fatalf("Announce(zero rule) = %v", err)
-	}
-}
-
-func TestIPv6PrefixOffset(t *testing.T) {
-	cases := []struct {
-		b    []byte
-		off  int
-		okay bool
-	}{
-		{[]byte{3, 3, 0x81, 6}, 0, true},
-		{[]byte{5, 1, 16, 0, 0x20, 0x01}, 0, true},
-		{[]byte{6, 3, 0x81, 6, 1, 0, 0}, 0, true},     // ::/0 after an operator list
-		{[]byte{6, 1, 16, 8, 0x0d, 3, 0x81}, 8, true}, // offset reported before the rest is read
-		{[]byte{4, 3, 0x01, 6}, 0, false},             // truncated list
-		{[]byte{9, 1, 128, 0}, 0, false},              // truncated prefix
-	}
-	for _, c := range cases {
-		off, ok := ipv6PrefixOffset(c.b)
-		if off != c.off || ok != c.okay {
-			t.Errorf("ipv6PrefixOffset(% x) = %d, %v; want %d, %v", c.b, off, ok, c.off, c.okay)
-		}
 	}
 }
 
