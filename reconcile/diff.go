@@ -68,7 +68,9 @@ func (p Plan) Empty() bool {
 // in the RIB (actual) and returns what must change. It is pure: it reads its
 // arguments and does nothing else, so it can be used for previews.
 func Diff(desired map[flowspec.Match]Want, actual map[flowspec.Match]flowspec.Action) Plan {
-	var p Plan
+	// In the steady state nearly everything is adopted: size that list
+	// once (it can hold at most min(desired, actual)) instead of growing it.
+	p := Plan{Adopt: make([]Item, 0, min(len(desired), len(actual)))}
 	for m, w := range desired {
 		a, present := actual[m]
 		switch {
