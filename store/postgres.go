@@ -138,7 +138,7 @@ func (e *pgEngine) unavailable(err error) bool {
 }
 
 func (e *pgEngine) hint() string {
-	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable; ribkeeper keeps announcing its last known rules meanwhile", e.where)
+	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN); retry when it is back", e.where)
 }
 
 func (e *pgEngine) close() error {
