@@ -160,3 +160,18 @@ func TestIsTerminal(t *testing.T) {
 }
 
 func fmtWrap(err error) error { return fmt.Errorf("announce: %w", err) }
+
+// TestDiffConvergedAllocs: the steady state costs one allocation (the Adopt
+// list), whatever the size.
+func TestDiffConvergedAllocs(t *testing.T) {
+	desired := make(map[flowspec.Match]Want)
+	actual := make(map[flowspec.Match]flowspec.Action)
+	for i := range 1000 {
+		r := testRule(t, i, discard())
+		desired[r.Match] = Want{ID: int64(i + 1), Action: r.Action}
+		actual[r.Match] = r.Action
+	}
+	if n := testing.AllocsPerRun(20, func() { Diff(desired, actual) }); n > 1 {
+		t.Errorf("Diff of a converged set: %v allocs, want 1", n)
+	}
+}
