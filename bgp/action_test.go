@@ -55,3 +55,53 @@ func TestActionRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// Every kind of match comes back from GoBGP's RIB with the same NLRI bytes
+// (it is the rule's key), including values encoded longer than necessary.
+func TestMatchRoundTrip(t *testing.T) {
+	s := startSpeaker(t, Config{})
+	texts := []string{
+		"match destination 203.0.113.7/32 then discard",
+		"match destination 192.0.2.0/24 source 198.51.100.0/24 then discard",
+		"match destination 0.0.0.0/0 then discard",
+		"match destination 2001:db8::/32 then discard",
+		"match source 2001:db8:1::/48 destination ::/0 then discard",
+		"match protocol ==6 ==17 then discard",
+		"match port ==53 then discard",
+		"match destination-port >=1024&<=2048 ==80 then discard",
+		"match source-port ==53 then rate-limit 1000",
+		"match icmp-type ==8 icmp-code ==0 then discard",
+		"match tcp-flags =S&!=A then discard",
+		"match tcp-flags R F then discard",
+		"match packet-length >1400 then discard",
+		"match dscp ==46 then discard",
+		"match fragment is-fragment then discard",
+		"match fragment =first-fragment+last-fragment !dont-fragment then discard",
+		"match destination 2001:db8::/32 label ==12345 then discard",
+		"ipv6-flowspec match protocol ==58 icmp-type ==128 then discard",
+		"match destination 203.0.113.7/32 protocol ==17 source-port ==53 destination-port >=0&<=65535 packet-length <=65535 then discard",
+	}
+	var rules []flowspec.Rule
+	for _, txt := range texts {
+		r, err := flowspec.Parse(txt)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", txt, err)
+		}
+		rules = append(rules, r)
+	}
+	// destination-port ==53 and packet-length ==100 with 2-byte values.
+	long := decode(t, flowspec.IPv4, []byte{8, 5, 0x91, 0, 53, 10, 0x91, 0, 100})
+	rules = append(rules, flowspec.Rule{Match: long, Action: flowspec.Discard()})
+
+	for _, r := range rules {
+		if err := s.Announce(context.Background(), r); err != nil {
+			t.Fatalf("Announce(%v): %v", r, err)
+		}
+	}
+	eventually(t, 5*time.Second, "all rules mirrored", func() bool { return s.Len() == len(rules) })
+	for _, r := range rules {
+		if a, ok := s.Lookup(r.Match); !ok || a != r.Action {
+			t.Errorf("%v: mirror has %v, %v", r, a, ok)
+		}
+	}
+}
