@@ -185,7 +185,16 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()
 	for _, r := range rules {
-		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Family, r.Text, expiresIn(r.ExpiresAt, now), yesNo(r.Announced), r.Reason)
+		expires, announced := expiresIn(r.ExpiresAt, now), yesNo(r.Announced)
+		switch r.State {
+		case "withdrawn":
+			// Finished rules are gone from the RIB: their announce status
+			// and expiry are history, not state.
+			expires, announced = "-", "-"
+		case "expired":
+			announced = "-"
+		}
+		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Family, r.Text, expires, announced, r.Reason)
 	}
 	return t.flush()
 }

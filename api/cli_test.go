@@ -131,3 +131,25 @@ func TestCLIRIB(t *testing.T) {
 		t.Errorf("rib --json: exit %d, %q", code, out)
 	}
 }
+
+func TestParseInterleaved(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		pos, ttl   string
+		wantErrNil bool
+	}{
+		{[]string{"--ttl", "1m", "a", "b"}, "a b", "1m", true},
+		{[]string{"a", "--ttl", "1m", "b"}, "a b", "1m", true},
+		{[]string{"a", "b", "-ttl=1m"}, "a b", "1m", true},
+		{[]string{"--", "--ttl", "1m"}, "--ttl 1m", "", true},
+		{[]string{"a", "--", "b", "--ttl"}, "a b --ttl", "", true},
+		{[]string{"a", "--ttl"}, "", "", false},
+	} {
+		fs := (&cli{}).flagSet("t")
+		ttl := fs.String("ttl", "", "")
+		pos, err := parse(fs, tc.args)
+		if (err == nil) != tc.wantErrNil || strings.Join(pos, " ") != tc.pos || *ttl != tc.ttl {
+			t.Errorf("parse(%q) = %q, ttl %q, err %v; want %q, ttl %q", tc.args, pos, *ttl, err, tc.pos, tc.ttl)
+		}
+	}
+}

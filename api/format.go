@@ -98,10 +98,17 @@ func changes(old, new map[string]string) string {
 	for _, k := range keys {
 		o, hadOld := old[k]
 		if !hadOld {
-			parts = append(parts, fmt.Sprintf("%s: %s", k, new[k]))
+			parts = append(parts, fmt.Sprintf("%s: %s", k, quoteEmpty(new[k])))
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s: %s -> %s", k, o, new[k]))
+		parts = append(parts, fmt.Sprintf("%s: %s -> %s", k, quoteEmpty(o), quoteEmpty(new[k])))
 	}
 	return strings.Join(parts, "; ")
+}
+
+func quoteEmpty(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
 }
