@@ -15,10 +15,17 @@
 //     form GoBGP accepts.
 //   - Received routes never enter the RIB (import policy), but they still sit
 //     in each peer's Adj-RIB-In and are parsed by GoBGP: a malformed IPv6
-//     FlowSpec prefix component in an UPDATE panics GoBGP's parser (fixed
-//     upstream in v4 only) and takes the process down. The only mitigation
-//     available here is not negotiating ipv6-flowspec with a peer that
-//     does not need it; see Neighbor.Families.
+//     FlowSpec prefix component in an UPDATE panics GoBGP's parser in the
+//     peer's goroutine (no recover; fixed upstream in v4 only) and takes
+//     the process down. GoBGP parses MP_REACH by its AFI/SAFI before it
+//     checks what was negotiated, so not negotiating ipv6-flowspec (the
+//     default for IPv4 neighbors, see Neighbor.Families) only protects
+//     against peers that follow the negotiation; peers must be trusted
+//     routers (TCP MD5 where possible).
+//   - Memory that is not given back: a withdrawn path leaves its table
+//     destination behind (about 630 B per distinct NLRI ever announced), and
+//     after Stop GoBGP's server loop goroutine, which cannot be ended, keeps
+//     the stopped server's RIB alive. Restart the process, not the speaker.
 package bgp
 
 import (
