@@ -3,10 +3,13 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runCLI runs RunCLI against sock and returns the exit code and outputs.
@@ -151,5 +154,30 @@ func TestParseInterleaved(t *testing.T) {
 		if (err == nil) != tc.wantErrNil || strings.Join(pos, " ") != tc.pos || *ttl != tc.ttl {
 			t.Errorf("parse(%q) = %q, ttl %q, err %v; want %q, ttl %q", tc.args, pos, *ttl, err, tc.pos, tc.ttl)
 		}
+	}
+}
+
+// A daemon that accepts but never answers makes the client give up with a
+// clear error, not hang.
+func TestClientTimeout(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "mute.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, err = NewClient(sock, 200*time.Millisecond).ListRules(context.Background(), "")
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "did not answer in time") {
+		t.Errorf("ListRules against a mute daemon: %v", err)
 	}
 }

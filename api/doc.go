@@ -3,7 +3,9 @@
 // operators use to talk to it.
 //
 // The API is served on a unix socket (mode 0600). Every request made over
-// the socket acts as actor "cli". Bodies are JSON, at most 1 MiB by default.
+// the socket acts as actor "cli". Bodies are JSON objects with no unknown
+// fields, at most 1 MiB by default (413 body_too_large beyond). A request is
+// validated in full before anything is stored.
 //
 // # Routes
 //
@@ -13,9 +15,16 @@
 //	       sites is optional (absent or empty: every site).
 //	       201 Created with the rule when new, 200 OK with the rule when a
 //	       rule with the same match existed (same id, action/ttl/reason updated).
+//	POST   /v1/rules/batch          body {"rules": [same objects as above]}: upsert them
+//	                                all in one transaction, or none (errors name
+//	                                the field, e.g. "rules[3].text");
+//	                                200 {"rules": [rule...]} in request order
 //	GET    /v1/rules[?state=S]      {"rules": [rule...]}, newest first; S is one of
 //	                                active, withdrawing, withdrawn, expired (default: all)
 //	GET    /v1/rules/{id}           the rule
+//	GET    /v1/rules/{id}/history   {"events": [event...]}: the audit trail, oldest first;
+//	                                event {"id", "rule_id", "at", "kind", "actor", "site",
+//	                                "old": {field: text}, "new": {field: text}}
 //	DELETE /v1/rules/{id}           ask for the rule to be withdrawn: 202 Accepted with
 //	                                the rule (state "withdrawing" until the path is gone)
 //	GET    /v1/rib                  {"paths": [path...]}: the FlowSpec paths this
@@ -39,5 +48,8 @@
 //	{"error": {"code": "invalid_rule", "message": "...", "field": "text", "column": 19}}
 //
 // where field and column are present when they apply. Codes are stable (see
-// the Code* constants); messages are for people.
+// the Code* constants); messages are for people. Status 400 is bad input
+// (nothing was changed), 404 an unknown rule or route, 503 a dependency that
+// cannot answer now (the database, the RIB mirror while starting, the BGP
+// speaker): retry. 500 is a bug; the daemon logs it, a panic included.
 package api

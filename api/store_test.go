@@ -123,22 +123,6 @@ func TestWithSQLiteStore(t *testing.T) {
 	wantError(t, status, body, 404, CodeNotFound)
 }
 
-func TestShortDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0:                                      "0s",
-		400 * time.Millisecond:                 "0s",
-		10 * time.Minute:                       "10m",
-		9*time.Minute + 59*time.Second:         "9m59s",
-		36 * time.Hour:                         "1d12h",
-		2*time.Hour + 5*time.Second:            "2h5s",
-		3*24*time.Hour + 1500*time.Millisecond: "3d2s",
-	} {
-		if got := shortDuration(d); got != want {
-			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 func TestStoreField(t *testing.T) {
 	for msg, want := range map[string]string{
 		"input.sites: empty site name: invalid input":        "sites",
