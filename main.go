@@ -4,6 +4,12 @@
 //
 // main.go only parses the command line, wires the packages together and
 // handles signals; everything else lives in the packages.
+//
+// Go 1.24+ opens Multipath TCP sockets by default, and Linux refuses the TCP
+// MD5 signature option (RFC 2385) on those; BGP sessions with a password
+// need plain TCP, hence the directive below.
+//
+//go:debug multipathtcp=0
 package main
 
 import (
@@ -34,11 +40,13 @@ const usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired s
 usage:
   ribkeeper serve --config FILE           run the daemon
   ribkeeper check-config --config FILE    validate a configuration file and exit
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] 'match ... then ...'
-  ribkeeper rule list [--json] [--state active|withdrawn|expired]
+  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
+  ribkeeper rule list [--json] [--state active|withdrawing|withdrawn|expired]
   ribkeeper rule show ID [--json]
   ribkeeper rule withdraw ID
+  ribkeeper rule history ID [--json]      every change to a rule, with actor
   ribkeeper rib [--json]                  what the embedded RIB holds
+  ribkeeper peers [--json]                BGP sessions and their state
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
 
@@ -79,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "rib":
+	case "rule", "rib", "peers":
 		socket, rest, code := clientSocket(args, stderr)
 		if socket == "" {
 			return code

@@ -13,7 +13,7 @@ import (
 )
 
 const cliUsage = `usage:
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] 'match ... then ...'
+  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
   ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--json]
   ribkeeper rule show [--json] ID
   ribkeeper rule withdraw ID
@@ -136,6 +136,7 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
 	ttl := fs.String("ttl", "", "time to live, e.g. 10m (default: never expires)")
 	reason := fs.String("reason", "", "why the rule exists")
+	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -151,7 +152,13 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	}
 	// Unquoted rule text arrives as several words.
 	text := strings.Join(pos, " ")
-	r, created, err := c.client.AddRule(ctx, AddRuleRequest{Text: text, TTL: *ttl, Reason: *reason})
+	req := AddRuleRequest{Text: text, TTL: *ttl, Reason: *reason}
+	for _, s := range strings.Split(*sites, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			req.Sites = append(req.Sites, s)
+		}
+	}
+	r, created, err := c.client.AddRule(ctx, req)
 	if err != nil {
 		return err
 	}

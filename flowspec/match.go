@@ -189,9 +189,11 @@ func appendItem(b []byte, op byte, v uint32) []byte {
 // ErrGoBGPv3 is wrapped by the errors of SendableByGoBGPv3.
 var ErrGoBGPv3 = errors.New("not sendable through GoBGP v3.37.0")
 
-// GoBGPv3MaxNLRILen is the largest NLRI body GoBGP v3.37.0 encodes and
-// decodes correctly (osrg/gobgp#3596 breaks the 2-byte length form).
-const GoBGPv3MaxNLRILen = 0xef
+// GoBGPv3MaxNLRILen is the largest NLRI body (components, without the
+// length prefix) that GoBGP v3.37.0 re-encodes correctly: a 239-byte body
+// already comes out as "00 00 00 ee ..." (osrg/gobgp#3596), measured by
+// round-tripping through its encoder.
+const GoBGPv3MaxNLRILen = 0xee
 
 // SendableByGoBGPv3 reports whether the pinned GoBGP v3.37.0 speaker can
 // carry m without corrupting it: GoBGP v3 mis-encodes NLRI of 240 bytes or
