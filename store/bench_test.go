@@ -1,6 +1,7 @@
 package store
 
 import (
+	"sync/atomic"
 	"testing"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -62,6 +63,32 @@ func BenchmarkUpsertMany(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "rules/s")
+		})
+	}
+}
+
+// BenchmarkUpsertParallel measures single-rule upserts of new rules from
+// many concurrent callers (64 per CPU), as the API makes them. On SQLite
+// the group committer commits many callers' upserts per fsync.
+func BenchmarkUpsertParallel(b *testing.B) {
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			rs := benchRules(b, b.N)
+			ctx := ctxT(b)
+			var next atomic.Int64
+			b.SetParallelism(64)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := next.Add(1) - 1
+					if _, _, err := s.Upsert(ctx, Input{Rule: rs[i], Actor: "bench"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rules/s")
 		})
 	}
 }

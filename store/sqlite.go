@@ -257,3 +257,127 @@ func (r sqlRow) Scan(dest ...any) error {
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// sqliteSession is the group committer's own connection: every write of
+// this process runs on it, and it polls PRAGMA data_version, which moves
+// only when another connection commits, i.e. (all writes of this process
+// being on this one) when another process wrote to the file.
+type sqliteSession struct {
+	e    *sqliteEngine
+	conn *sql.Conn
+	// version is the last data_version read; event the id of the newest
+	// history entry that changed desired state (kind other than status).
+	version, event int64
+}
+
+func (e *sqliteEngine) session(ctx context.Context) (*sqliteSession, error) {
+	ss := &sqliteSession{e: e}
+	if err := ss.connect(ctx); err != nil {
+		return nil, err
+	}
+	return ss, nil
+}
+
+// connect (re)acquires the connection and reads the change markers from
+// it, so only commits from now on count as external changes.
+func (ss *sqliteSession) connect(ctx context.Context) error {
+	if ss.conn != nil {
+		ss.conn.Close()
+		ss.conn = nil
+	}
+	conn, err := ss.e.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	ss.conn = conn
+	if ss.version, err = dataVersion(ctx, conn); err == nil {
+		ss.event, err = lastEvent(ctx, conn)
+	}
+	return err
+}
+
+func (ss *sqliteSession) begin(ctx context.Context) (tx, error) {
+	if ss.conn == nil {
+		if err := ss.connect(ctx); err != nil {
+			return nil, fmt.Errorf("connect: %w", err)
+		}
+	}
+	ss.e.wmu.Lock()
+	t, err := ss.conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	if err != nil {
+		ss.e.wmu.Unlock()
+		if errors.Is(err, sql.ErrConnDone) {
+			ss.conn.Close()
+			ss.conn = nil // reconnect on the next call
+		}
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	return &sqliteTx{tx: t, unlock: ss.e.wmu.Unlock}, nil
+}
+
+// rowQuerier is a *sql.Conn or a *sql.Tx.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// externalChange reports whether another process changed desired state
+// since the last call. A commit that only wrote status (history kind
+// "status") moves data_version but is not a change. With t it reads inside
+// that transaction of the session, which holds the write lock.
+func (ss *sqliteSession) externalChange(ctx context.Context, t tx) (bool, error) {
+	var q rowQuerier = ss.conn
+	if st, ok := t.(*sqliteTx); ok {
+		q = st.tx
+	} else if ss.conn == nil {
+		// Commits made while disconnected are unknown: report a change.
+		err := ss.connect(ctx)
+		return err == nil, err
+	}
+	v, err := dataVersion(ctx, q)
+	if err != nil || v == ss.version {
+		return false, err
+	}
+	ev, err := lastEvent(ctx, q)
+	if err != nil {
+		return false, err
+	}
+	ss.version = v
+	changed := ev != ss.event
+	ss.event = ev
+	return changed, nil
+}
+
+// ownChanges reads, inside t, the newest history entry that t itself wrote
+// and returns a func that adopts it once t committed, so that this
+// process's own changes never count as external.
+func (ss *sqliteSession) ownChanges(ctx context.Context, t tx) (adopt func(), err error) {
+	ev, err := lastEvent(ctx, t.(*sqliteTx).tx)
+	if err != nil {
+		return nil, err
+	}
+	return func() { ss.event = ev }, nil
+}
+
+func dataVersion(ctx context.Context, q rowQuerier) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v)
+	return v, err
+}
+
+// lastEvent reads backwards along the primary key to the first history
+// entry that is not a status change: usually the last row.
+func lastEvent(ctx context.Context, q rowQuerier) (int64, error) {
+	var id int64
+	err := q.QueryRowContext(ctx, `SELECT id FROM rule_events WHERE kind <> 'status' ORDER BY id DESC LIMIT 1`).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return id, err
+}
+
+func (ss *sqliteSession) close() {
+	if ss.conn != nil {
+		ss.conn.Close()
+		ss.conn = nil
+	}
+}

@@ -11,6 +11,33 @@
 // one active row exists per Match, and storing the same Match again updates
 // that row in place. Rows are never deleted; withdrawn and expired rules
 // stay for the audit trail.
+//
+// # Durability and group commit
+//
+// A write returns only after its transaction committed: an acknowledged rule
+// survives a crash, and on SQLite (synchronous=FULL) a power loss. On SQLite
+// that costs one fsync per commit, which alone would cap single-rule writes
+// at about one per fsync. So every write of a SQLite Store (Upsert,
+// Withdraw, UpsertMany, Finish, SetStatus) is queued to one committer
+// goroutine that owns the write connection: it takes every queued write (up
+// to 512 rules of work), runs them in order in one transaction, each inside
+// its own SAVEPOINT, commits once and then answers each caller. A write that
+// fails is rolled back to its savepoint and gets its own error; the others
+// commit. UpsertMany is one queued write, so it stays all or nothing. A
+// caller whose context ends before its write started gets the context's
+// error and the write never runs; once started, the caller gets the commit's
+// real outcome. SQLite serializes writers anyway, so grouping loses no
+// parallelism. PostgreSQL runs concurrent transactions and groups WAL
+// flushes itself; its writes are not queued.
+//
+// # Change feed
+//
+// Changes wakes on this process's own writes after their commit. PostgreSQL
+// instances hear each other by LISTEN/NOTIFY. A SQLite file written by
+// another process (a second ribkeeper, the CLI opening the file) is noticed
+// by polling PRAGMA data_version on the committer's connection every 250 ms
+// and before every group: it moves only when another connection committed.
+// A commit that only wrote announce status does not wake the feed.
 package store
 
 import (
@@ -94,6 +121,7 @@ type Store struct {
 	timeout time.Duration
 	log     hclog.Logger
 	changes chan struct{}
+	group   *committer // SQLite: every write goes through it; nil on PostgreSQL
 
 	stop      context.CancelFunc // stops background goroutines
 	wg        sync.WaitGroup
@@ -157,6 +185,19 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.Close()
 		return nil, s.wrap(ctx, "migrate database schema", err)
 	}
+	if lite, ok := s.eng.(*sqliteEngine); ok {
+		ss, err := lite.session(octx)
+		if err != nil {
+			s.Close()
+			return nil, s.wrap(ctx, "open write connection", err)
+		}
+		s.group = newCommitter(s, ss)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.group.run(bg)
+		}()
+	}
 	return s, nil
 }
 
@@ -185,7 +226,8 @@ func (s *Store) Close() error {
 func (s *Store) Site() string { return s.site }
 
 // Changes delivers a wake-up (one-slot, coalescing) after any change to
-// desired state, made by this process or (PostgreSQL) by another instance,
+// desired state, made by this process or by another instance (PostgreSQL:
+// notified; SQLite: noticed within about 250 ms),
 // and after every reconnect of the PostgreSQL change feed, since
 // notifications may have been missed while it was down. Status writes do not
 // wake it. A receiver re-reads the whole state; the signal carries nothing.

@@ -18,7 +18,14 @@ const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, a
 // write runs fn in one transaction bounded by the call timeout (scaled by
 // n), commits, and signals the change feed if fn reports a change. It
 // returns only after the commit, so an acknowledged write survives a crash.
+//
+// On SQLite the write goes through the group committer (see the package
+// doc): fn may run in a transaction with other callers' writes, inside its
+// own savepoint, and must not commit or roll back.
 func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context.Context, w *wtx) (changed bool, err error)) error {
+	if s.group != nil {
+		return s.wrap(ctx, op, s.group.enqueue(ctx, n, fn))
+	}
 	cctx, cancel := s.call(ctx, n)
 	defer cancel()
 	t, err := s.eng.begin(cctx)
