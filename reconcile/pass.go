@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // runPass runs one pass, records and logs its result, and returns when the
@@ -21,6 +22,7 @@ func (r *Reconciler) runPass(ctx context.Context) (nextExpiry, nextRetry time.Ti
 	r.mu.Lock()
 	r.last = res
 	r.mu.Unlock()
+	r.recorder().PassDone(res)
 
 	lvl := hclog.Debug
 	if res.Changed() {
@@ -171,6 +173,9 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) t
 			}
 			res.Finished++
 			delete(r.written, it.ID)
+			if it.State == store.Expired {
+				r.recordExpired(it.ID)
+			}
 			r.log.Info("rule finished", "id", it.ID, "state", it.State, "family", it.Match.Family())
 		}
 	}
@@ -309,6 +314,7 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 			kind = "replace"
 		}
 	}
+	r.recorder().Announced(it.Match.Family(), kind)
 	r.log.Info("rule announced", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
 }
 
@@ -343,6 +349,7 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v view,
 	if kind == "orphan" {
 		r.orphaned.Add(1)
 	}
+	r.recorder().Withdrawn(it.Match.Family(), kind)
 	r.log.Info("rule withdrawn", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
 }
 

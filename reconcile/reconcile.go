@@ -78,6 +78,9 @@ type Config struct {
 	// DryRun computes and reports every pass's plan but changes nothing:
 	// no speaker calls and no store writes.
 	DryRun bool
+	// Recorder, if set, is told about passes, announcements, withdrawals
+	// and expiry lateness (metrics).
+	Recorder Recorder
 }
 
 func (c Config) withDefaults() Config {
