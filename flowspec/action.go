@@ -30,8 +30,9 @@ const (
 // in flowspec.go; they travel in the IPv6 Address Specific Extended
 // Community attribute (type 25), not in the Extended Communities attribute.
 
-// IsValid reports whether a holds at least one extended community.
-func (a Action) IsValid() bool { return a.ext != "" || a.ext6 != "" }
+// IsValid reports whether a holds at least one extended community, or
+// for a route action a standard community or a next hop.
+func (a Action) IsValid() bool { return a.ext != "" || a.ext6 != "" || a.comm != "" || a.nh != "" }
 
 // AppendExtCommunities appends the action's extended communities (8 bytes
 // each, sorted) to b: the value of the EXTENDED COMMUNITIES attribute.
@@ -167,14 +168,20 @@ func RedirectIP(addr netip.Addr) Action {
 // ExtCommunity is an action made of one raw 8-byte extended community.
 func ExtCommunity(c [8]byte) Action { return Action{ext: string(c[:])} }
 
-// Combine returns the union of the communities of the given actions.
+// Combine returns the union of the communities of the given actions; of
+// several next hops the last one wins.
 func Combine(actions ...Action) Action {
-	var ext, ext6 []byte
+	var ext, ext6, comm []byte
+	nh := ""
 	for _, a := range actions {
 		ext = append(ext, a.ext...)
 		ext6 = append(ext6, a.ext6...)
+		comm = append(comm, a.comm...)
+		if a.nh != "" {
+			nh = a.nh
+		}
 	}
-	return Action{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}
+	return Action{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20), comm: canonicalSet(comm, 4), nh: nh}
 }
 
 // DecodeAction builds an Action from concatenated 8-byte extended

@@ -17,6 +17,9 @@ func DecodeMatch(f Family, b []byte) (Match, int, error) {
 	if !f.IsValid() {
 		return Match{}, 0, decodeErr(0, "invalid family")
 	}
+	if f.IsRoute() {
+		return decodeRoute(f, b)
+	}
 	if len(b) == 0 {
 		return Match{}, 0, decodeErr(0, "NLRI length missing")
 	}

@@ -13,6 +13,10 @@ func (f Family) String() string {
 		return "ipv4-flowspec"
 	case IPv6:
 		return "ipv6-flowspec"
+	case IPv4Unicast:
+		return "ipv4-unicast"
+	case IPv6Unicast:
+		return "ipv6-unicast"
 	}
 	return "invalid"
 }
@@ -21,9 +25,9 @@ func (f Family) String() string {
 // The SAFI of both families is SAFI.
 func (f Family) AFI() uint16 {
 	switch f {
-	case IPv4:
+	case IPv4, IPv4Unicast:
 		return 1
-	case IPv6:
+	case IPv6, IPv6Unicast:
 		return 2
 	}
 	return 0
@@ -32,8 +36,9 @@ func (f Family) AFI() uint16 {
 // SAFI is the subsequent address family identifier of FlowSpec (RFC 8955).
 const SAFI = 133
 
-// IsValid reports whether f is IPv4 or IPv6.
-func (f Family) IsValid() bool { return f == IPv4 || f == IPv6 }
+// IsValid reports whether f is one of the four families: IPv4 or IPv6
+// FlowSpec, IPv4Unicast or IPv6Unicast.
+func (f Family) IsValid() bool { return f.IsFlowSpec() || f.IsRoute() }
 
 // maxType is the highest component type the family defines.
 func (f Family) maxType() ComponentType {
@@ -51,14 +56,18 @@ func (f Family) addrBits() int {
 	return 32
 }
 
-// ParseFamily accepts "ipv4", "ipv6", "ipv4-flowspec", "ipv6-flowspec"
-// (case-insensitive).
+// ParseFamily accepts "ipv4", "ipv6", "ipv4-flowspec", "ipv6-flowspec",
+// "ipv4-unicast", "ipv6-unicast" (case-insensitive).
 func ParseFamily(s string) (Family, error) {
 	switch strings.ToLower(s) {
 	case "ipv4", "ipv4-flowspec":
 		return IPv4, nil
 	case "ipv6", "ipv6-flowspec":
 		return IPv6, nil
+	case "ipv4-unicast":
+		return IPv4Unicast, nil
+	case "ipv6-unicast":
+		return IPv6Unicast, nil
 	}
-	return 0, fmt.Errorf("flowspec: unknown family %q; expected ipv4-flowspec or ipv6-flowspec", s)
+	return 0, fmt.Errorf("flowspec: unknown family %q; expected ipv4-flowspec, ipv6-flowspec, ipv4-unicast or ipv6-unicast", s)
 }

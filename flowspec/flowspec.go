@@ -32,7 +32,9 @@
 // the encodings it corrupts.
 package flowspec
 
-// Family is the address family of a FlowSpec rule. The zero value is invalid.
+// Family is the address family of a rule: IPv4 or IPv6 FlowSpec, or
+// IPv4Unicast or IPv6Unicast for routes (route.go). The zero value is
+// invalid.
 type Family uint8
 
 const (
@@ -58,6 +60,9 @@ type Match struct {
 type Action struct {
 	ext  string // 8-byte extended communities, sorted, deduplicated
 	ext6 string // 20-byte IPv6-address-specific ones (RFC 5701), sorted, deduplicated
+	// Route actions (route.go): standard communities and a next hop.
+	comm string // 4-byte standard communities, sorted, deduplicated
+	nh   string // next hop, 4 or 16 bytes; "" = the site's
 }
 
 // Rule is one FlowSpec rule: what it matches and what it does.

@@ -20,6 +20,8 @@ func (m Match) Len() int {
 	switch {
 	case !m.IsValid():
 		return 0
+	case m.fam.IsRoute():
+		return len(m.nlri)
 	case len(m.nlri) < 0xf0:
 		return 1 + len(m.nlri)
 	default:
@@ -27,13 +29,16 @@ func (m Match) Len() int {
 	}
 }
 
-// AppendTo appends the NLRI in wire form (length prefix + components) to b.
+// AppendTo appends the NLRI in wire form (length prefix + components) to b;
+// for a route, the unicast NLRI (prefix length in bits + prefix bytes).
 // It cannot fail and does not allocate when b has room for m.Len() bytes.
 // The zero Match appends nothing.
 func (m Match) AppendTo(b []byte) []byte {
 	switch {
 	case !m.IsValid():
 		return b
+	case m.fam.IsRoute():
+		return append(b, m.nlri...)
 	case len(m.nlri) < 0xf0:
 		b = append(b, byte(len(m.nlri)))
 	default:
@@ -45,12 +50,21 @@ func (m Match) AppendTo(b []byte) []byte {
 // MarshalBinary returns the wire form (as AppendTo).
 func (m Match) MarshalBinary() ([]byte, error) { return m.AppendTo(make([]byte, 0, m.Len())), nil }
 
-// ComponentBytes returns the encoded components without the length prefix.
-func (m Match) ComponentBytes() []byte { return []byte(m.nlri) }
+// ComponentBytes returns the encoded components without the length prefix
+// (nil for a route, which has no components).
+func (m Match) ComponentBytes() []byte {
+	if m.fam.IsRoute() {
+		return nil
+	}
+	return []byte(m.nlri)
+}
 
 // All iterates over the components in type order.
 func (m Match) All() iter.Seq[Component] {
 	return func(yield func(Component) bool) {
+		if m.fam.IsRoute() {
+			return
+		}
 		for pos := 0; pos < len(m.nlri); {
 			n := componentLen(m.fam, m.nlri, pos)
 			if !yield(Component{fam: m.fam, b: m.nlri[pos : pos+n]}) {
@@ -63,6 +77,9 @@ func (m Match) All() iter.Seq[Component] {
 
 // Component returns the component of type t, if the rule has one.
 func (m Match) Component(t ComponentType) (Component, bool) {
+	if m.fam.IsRoute() {
+		return Component{}, false
+	}
 	for pos := 0; pos < len(m.nlri); {
 		n := componentLen(m.fam, m.nlri, pos)
 		switch ct := ComponentType(m.nlri[pos]); {
@@ -78,8 +95,14 @@ func (m Match) Component(t ComponentType) (Component, bool) {
 
 // Destination returns the destination prefix component, if the rule has
 // one. IPv6 prefixes with a non-zero offset are not destinations in the
-// routing sense and report false; use Component to read them.
-func (m Match) Destination() (netip.Prefix, bool) { return m.prefix(DestinationPrefix) }
+// routing sense and report false; use Component to read them. A route's
+// destination is its prefix.
+func (m Match) Destination() (netip.Prefix, bool) {
+	if m.fam.IsRoute() {
+		return m.routePrefix(), true
+	}
+	return m.prefix(DestinationPrefix)
+}
 
 // Source returns the source prefix component like Destination.
 func (m Match) Source() (netip.Prefix, bool) { return m.prefix(SourcePrefix) }
@@ -103,7 +126,7 @@ func (m Match) IsCanonical() bool { return m.Canonical() == m }
 // Note that RFC 8955 ordering and the NLRI identity on the wire depend on
 // the exact bytes, so a decoded non-canonical Match is a different rule.
 func (m Match) Canonical() Match {
-	if !m.IsValid() {
+	if !m.IsValid() || m.fam.IsRoute() {
 		return m
 	}
 	canon := true
@@ -203,6 +226,9 @@ const GoBGPv3MaxNLRILen = 0xee
 func (m Match) SendableByGoBGPv3() error {
 	if !m.IsValid() {
 		return fmt.Errorf("flowspec: invalid match: %w", ErrGoBGPv3)
+	}
+	if m.fam.IsRoute() {
+		return nil
 	}
 	if len(m.nlri) > GoBGPv3MaxNLRILen {
 		return fmt.Errorf("flowspec: encoded rule is %d bytes; GoBGP v3 corrupts rules over %d bytes (osrg/gobgp#3596), split it into smaller rules: %w",

@@ -29,6 +29,9 @@ func Compare(a, b Match) int {
 		}
 		return 1
 	}
+	if a.fam.IsRoute() {
+		return compareRoutes(a, b)
+	}
 	pa, pb := 0, 0
 	for pa < len(a.nlri) || pb < len(b.nlri) {
 		switch {
@@ -128,7 +131,7 @@ func (b Rule) Shadows(a Rule) bool {
 // evaluation continue). It is conservative: it returns true only when it
 // is certain.
 func Covers(b, a Match) bool {
-	if a.fam != b.fam || !a.IsValid() || Compare(b, a) >= 0 {
+	if a.fam != b.fam || !a.IsValid() || a.fam.IsRoute() || Compare(b, a) >= 0 {
 		return false
 	}
 	for cb := range b.All() {

@@ -30,7 +30,13 @@ func ParseIn(f Family, s string) (Rule, error) {
 // inferred family when f is 0.
 func ParseMatch(f Family, s string) (Match, error) {
 	p := &parser{in: s, toks: tokenize(s)}
-	m, err := p.match(f)
+	var m Match
+	var err error
+	if f.IsRoute() || (f == 0 && p.startsRoute()) {
+		m, err = p.routeMatch(f)
+	} else {
+		m, err = p.match(f)
+	}
 	if err != nil {
 		return Match{}, err
 	}
@@ -46,6 +52,9 @@ func ParseAction(s string) (Action, error) {
 	p := &parser{in: s, toks: tokenize(s)}
 	if p.i < len(p.toks) && p.toks[p.i].s == "then" {
 		p.i++
+	}
+	if p.i < len(p.toks) && isRouteActionWord(p.toks[p.i].s) {
+		return p.routeAction()
 	}
 	return p.action()
 }
@@ -99,6 +108,9 @@ func stop(t token) bool { return t.s == "then" || componentByName(t.s) != 0 }
 
 func parseRule(f Family, s string) (Rule, error) {
 	p := &parser{in: s, toks: tokenize(s)}
+	if f.IsRoute() || (f == 0 && p.startsRoute()) {
+		return p.route(f)
+	}
 	m, err := p.match(f)
 	if err != nil {
 		return Rule{}, err
@@ -605,6 +617,9 @@ func (p *parser) action() (Action, error) {
 		case "ext", "ext6":
 			a, err = p.raw(t)
 		default:
+			if isRouteActionWord(t.s) {
+				return Action{}, p.errAt(t, "%s is a route action (route PREFIX then %s); a FlowSpec rule takes %s", t.s, routeActionList, actionList)
+			}
 			return Action{}, p.errAt(t, "unknown action; expected one of %s", actionList)
 		}
 		if err != nil {

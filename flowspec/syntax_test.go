@@ -24,7 +24,7 @@ func TestSyntaxDocExamples(t *testing.T) {
 			in = false
 			continue
 		}
-		if !in || !(strings.HasPrefix(line, "match ") || strings.HasPrefix(line, "ipv6-flowspec match ")) {
+		if !in || !(strings.HasPrefix(line, "match ") || strings.HasPrefix(line, "ipv6-flowspec match ") || strings.HasPrefix(line, "route ")) {
 			continue
 		}
 		n++

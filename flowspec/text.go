@@ -22,6 +22,9 @@ func (m Match) String() string {
 
 // AppendText appends the canonical text of the components to b.
 func (m Match) AppendText(b []byte) []byte {
+	if m.fam.IsRoute() {
+		return m.routePrefix().AppendTo(b)
+	}
 	first := true
 	for c := range m.All() {
 		if !first {
@@ -141,6 +144,12 @@ func (r Rule) String() string {
 		return "invalid"
 	}
 	var b []byte
+	if r.Match.fam.IsRoute() {
+		b = append(b, "route "...)
+		b = r.Match.AppendText(b)
+		b = append(b, " then "...)
+		return string(r.Action.appendText(b))
+	}
 	if r.Match.fam == IPv6 && !r.Match.impliesIPv6() {
 		b = append(b, "ipv6-flowspec "...)
 	}
@@ -234,6 +243,9 @@ func (a Action) appendText(b []byte) []byte {
 		}
 		b = append(b, "ext6 0x"...)
 		b = hex.AppendEncode(b, []byte(c))
+	}
+	if a.comm != "" || a.nh != "" {
+		b = a.appendRouteText(b, first)
 	}
 	return b
 }
