@@ -52,7 +52,7 @@ func decodeRule(f flowspec.Family, nlri, comms []byte) flowspec.Rule {
 	if err != nil || n != len(nlri) {
 		return flowspec.Rule{}
 	}
-	a, err := flowspec.DecodeAction(comms)
+	a, err := flowspec.DecodeStoredAction(f, comms)
 	if err != nil {
 		return flowspec.Rule{}
 	}
@@ -74,7 +74,7 @@ type encoded struct {
 // encode validates in; field names it in errors ("input", "inputs[3]").
 func encode(in Input, field string, now time.Time) (encoded, error) {
 	if !in.Rule.IsValid() {
-		return encoded{}, invalid(field+".rule", "not a valid FlowSpec rule: build it with flowspec.Parse")
+		return encoded{}, invalid(field+".rule", "not a valid FlowSpec rule or route: build it with flowspec.Parse")
 	}
 	sites, err := normSites(in.Sites)
 	if err != nil {
@@ -88,12 +88,20 @@ func encode(in Input, field string, now time.Time) (encoded, error) {
 		in:      in,
 		family:  int64(in.Rule.Match.Family()),
 		nlri:    in.Rule.Match.AppendTo(nil),
-		comms:   in.Rule.Action.AppendExtCommunities(nil),
+		comms:   storedAction(in.Rule.Action),
 		text:    in.Rule.String(),
 		sites:   sites,
 		sitesJS: encodeSites(sites),
 		expires: exp,
 	}, nil
+}
+
+// storedAction is the communities column: the extended communities of a
+// FlowSpec action, or a route's next hop and standard communities
+// (flowspec.Action.AppendBinary; read back by DecodeStoredAction).
+func storedAction(a flowspec.Action) []byte {
+	b, _ := a.AppendBinary(nil)
+	return b
 }
 
 // validSite checks one site name: non-empty, at most 128 bytes, printable,
