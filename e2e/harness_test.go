@@ -45,6 +45,7 @@ type daemon struct {
 	socket string
 	cmd    *exec.Cmd
 	log    *os.File
+	exited <-chan error // receives once when the process ends; nil when not running
 }
 
 // setup starts a BIRD on 127.0.0.2 and a ribkeeper on 127.0.0.1 peering
@@ -96,9 +97,9 @@ socket = %q
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d.start()
 	t.Cleanup(d.stop)
-	waitFor(t, 20*time.Second, "BGP session with BIRD on "+p.birdAddr+" established", func() bool { return bird.Established(0) })
+	d.start()
+	waitFor(t, 30*time.Second, "BGP session with BIRD on "+p.birdAddr+" established", func() bool { return bird.Established(0) })
 	return d, bird
 }
 
@@ -114,41 +115,62 @@ func (d *daemon) start() {
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("start ribkeeper: %v", err)
 	}
-	waitFor(d.t, 15*time.Second, "ribkeeper control socket answering", func() bool {
-		_, _, code := d.cli("rule", "list")
-		return code == 0
-	})
+	exited := make(chan error, 1)
+	go func() { exited <- d.cmd.Wait() }()
+	d.exited = exited
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, _, code := d.cli("rule", "list"); code == 0 {
+			return
+		}
+		select {
+		case err := <-exited:
+			d.exited = nil
+			d.t.Fatalf("ribkeeper exited at start (%v); log:\n%s", err, d.logTail(40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("ribkeeper's control socket did not answer within 30s; log:\n%s", d.logTail(40))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (d *daemon) logTail(n int) string {
+	b, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log"))
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // kill stops the daemon with SIGKILL: no clean shutdown, no withdrawals.
 func (d *daemon) kill() {
 	d.cmd.Process.Signal(syscall.SIGKILL)
-	d.cmd.Wait()
+	<-d.exited
+	d.exited = nil
 	d.log.Close()
 }
 
 func (d *daemon) stop() {
-	if d.cmd.ProcessState == nil {
+	if d.exited != nil {
 		d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { d.cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-d.exited:
 		case <-time.After(10 * time.Second):
 			d.t.Errorf("ribkeeper did not stop within 10s of SIGTERM")
 			d.cmd.Process.Kill()
-			<-done
+			<-d.exited
 		}
+		d.exited = nil
 		d.log.Close()
 	}
 	if d.t.Failed() {
-		if b, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log")); err == nil {
-			lines := strings.Split(string(b), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			d.t.Logf("ribkeeper log:\n%s", strings.Join(lines, "\n"))
-		}
+		d.t.Logf("ribkeeper log:\n%s", d.logTail(60))
 	}
 }
 
