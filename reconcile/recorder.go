@@ -54,3 +54,15 @@ func (r *Reconciler) recordExpired(id int64) {
 		}
 	}
 }
+
+// Outcome names the result of a pass for status and metrics: "error" when
+// something failed (see Err and Errors), else "dry-run" or "ok".
+func (p PassResult) Outcome() string {
+	switch {
+	case p.Errors > 0 || p.Err != "":
+		return "error"
+	case p.DryRun:
+		return "dry-run"
+	}
+	return "ok"
+}
