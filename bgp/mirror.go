@@ -65,6 +65,9 @@ func (s *Speaker) Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool) 
 		return false
 	}
 	for m, a := range s.mirror.paths {
+		if m.Family().IsRoute() {
+			a = s.routes.view(m, a)
+		}
 		fn(m, a)
 	}
 	return true
@@ -180,7 +183,7 @@ func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
 			ups = append(ups, upd{m: m, del: true})
 			continue
 		}
-		a, err := decodeAction(p)
+		a, err := pathAction(fam, p)
 		if err != nil {
 			// Kept with a zero Action: it differs from any desired action,
 			// so the reconciler replaces or withdraws it.
@@ -233,6 +236,9 @@ func isLocal(p *api.Path) bool {
 }
 
 func familyOf(f *api.Family) (flowspec.Family, bool) {
+	if rf, ok := routeFamilyOf(f); ok {
+		return rf, true
+	}
 	if f == nil || f.Safi != api.Family_SAFI_FLOW_SPEC_UNICAST {
 		return 0, false
 	}

@@ -39,6 +39,9 @@ func (e *RefusedError) Terminal() bool { return true }
 // It returns once GoBGP has taken the path into its RIB; the mirror shows
 // it shortly after (asynchronously, through the watch).
 func (s *Speaker) Announce(ctx context.Context, r flowspec.Rule) error {
+	if r.Match.Family().IsRoute() {
+		return s.announceRoute(ctx, r)
+	}
 	if !r.Match.IsValid() || !r.Action.IsValid() {
 		return &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
 	}
@@ -61,6 +64,9 @@ func (s *Speaker) Announce(ctx context.Context, r flowspec.Rule) error {
 func (s *Speaker) Withdraw(ctx context.Context, m flowspec.Match) error {
 	if !m.IsValid() {
 		return &RefusedError{Match: m, Reason: "invalid match"}
+	}
+	if m.Family().IsRoute() {
+		return s.withdrawRoute(ctx, m)
 	}
 	srv, err := s.running()
 	if err != nil {

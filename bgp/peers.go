@@ -79,10 +79,7 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(n.MultihopTTL)}
 	}
 	for _, f := range n.families() {
-		fam := s.fam4
-		if f == flowspec.IPv6 {
-			fam = s.fam6
-		}
+		fam := s.apiFamily(f)
 		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}})
 	}
 	return p

@@ -57,6 +57,12 @@ type Config struct {
 
 	// CallTimeout bounds each call into GoBGP (0: DefaultCallTimeout).
 	CallTimeout time.Duration
+
+	// RouteNextHop4 and RouteNextHop6 are this site's next hops for routes
+	// (RTBH) whose action sets none (zero: such routes are refused until
+	// SetRouteNextHops sets one). See unicast.go.
+	RouteNextHop4 netip.Addr
+	RouteNextHop6 netip.Addr
 }
 
 // Neighbor is one upstream BGP peer.
@@ -66,7 +72,8 @@ type Neighbor struct {
 	Port         uint16     // 0: 179
 	LocalAddress netip.Addr // zero: kernel's choice
 
-	// Families are the FlowSpec families negotiated with the peer. Empty
+	// Families are the families negotiated with the peer (FlowSpec, and
+	// unicast for routes such as RTBH). Empty
 	// means the family of Address only (an IPv4 neighbor gets
 	// ipv4-flowspec). IPv6 FlowSpec is not negotiated unless asked for
 	// because GoBGP v3 panics on a malformed IPv6 FlowSpec NLRI received
@@ -102,6 +109,7 @@ type Speaker struct {
 	cancel context.CancelFunc // stops the watches
 
 	mirror  mirror
+	routes  routeState
 	peers   peerTable
 	changes chan struct{}
 
@@ -132,6 +140,7 @@ func New(log hclog.Logger, cfg Config) *Speaker {
 		changes: make(chan struct{}, 1),
 	}
 	s.mirror.init()
+	s.routes.init(cfg.RouteNextHop4, cfg.RouteNextHop6)
 	s.peers.init()
 	return s
 }
@@ -330,7 +339,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s: hold time %s out of range (3s..65535s, or 0 for default)", where, n.HoldTime)
 		}
 		for _, f := range n.Families {
-			if f != flowspec.IPv4 && f != flowspec.IPv6 {
+			if !f.IsValid() {
 				return fmt.Errorf("%s: unknown family %d", where, f)
 			}
 		}

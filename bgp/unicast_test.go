@@ -1,0 +1,119 @@
+package bgp
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+func parseRule(t testing.TB, s string) flowspec.Rule {
+	t.Helper()
+	r, err := flowspec.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A route without a next hop gets the site's; the mirror reports it as
+// announced until the site next hop changes, then with the actual one, so
+// the reconciler sees drift.
+func TestRouteSiteNextHop(t *testing.T) {
+	nh4 := netip.MustParseAddr("192.0.2.1")
+	s := startSpeaker(t, Config{RouteNextHop4: nh4})
+	ctx := context.Background()
+	r4 := parseRule(t, "route 203.0.113.7/32 then blackhole")
+	r6 := parseRule(t, "route 2001:db8::7/128 then blackhole")
+	explicit := parseRule(t, "route 203.0.113.8/32 then blackhole next-hop 192.0.2.9")
+
+	if err := s.Announce(ctx, r4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Announce(ctx, explicit); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Announce(ctx, r6); !errors.Is(err, ErrNoNextHop) {
+		t.Fatalf("IPv6 route without a site next hop: %v", err)
+	}
+	eventually(t, 5*time.Second, "routes in the mirror", func() bool {
+		m := mirrorOf(s)
+		return m[r4.Match] == r4.Action && m[explicit.Match] == explicit.Action
+	})
+
+	s.SetRouteNextHops(netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("100::1"))
+	m := mirrorOf(s)
+	if got, want := m[r4.Match], r4.Action.WithNextHop(nh4); got != want {
+		t.Errorf("after a next-hop change the mirror shows %v, want %v", got, want)
+	}
+	if m[explicit.Match] != explicit.Action {
+		t.Errorf("explicit next hop: %v", m[explicit.Match])
+	}
+	// Re-announcing (what the reconciler does) converges again.
+	if err := s.Announce(ctx, r4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Announce(ctx, r6); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "re-announced routes", func() bool {
+		m := mirrorOf(s)
+		return m[r4.Match] == r4.Action && m[r6.Match] == r6.Action
+	})
+	for _, r := range []flowspec.Rule{r4, r6, explicit} {
+		if err := s.Withdraw(ctx, r.Match); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "empty mirror", func() bool { return len(mirrorOf(s)) == 0 })
+}
+
+// BIRD receives the RTBH route with both communities and the site next
+// hop in its unicast tables, and loses it on withdrawal.
+func TestRouteInBIRD(t *testing.T) {
+	birdtest.Binary(t)
+	port := freePort(t, "127.0.0.1")
+	br := birdtest.Start(t, birdtest.Options{Address: "127.0.0.2", ASN: 65001,
+		Peers: []birdtest.Peer{{Address: "127.0.0.1", Port: int(port), ASN: 65000}}})
+	s := startSpeaker(t, Config{ListenPort: port, ListenAddresses: []string{"127.0.0.1"},
+		RouteNextHop4: netip.MustParseAddr("192.0.2.1"), RouteNextHop6: netip.MustParseAddr("100::1"),
+		Neighbors: []Neighbor{{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65001, Port: uint16(br.Port),
+			LocalAddress: netip.MustParseAddr("127.0.0.1"), MultihopTTL: 2,
+			Families: []flowspec.Family{flowspec.IPv4, flowspec.IPv4Unicast, flowspec.IPv6Unicast}}}})
+	eventually(t, 20*time.Second, "session", func() bool { return br.Established(0) })
+
+	ctx := context.Background()
+	r4 := parseRule(t, "route 203.0.113.7/32 then blackhole")
+	r6 := parseRule(t, "route 2001:db8::7/128 then blackhole")
+	for _, r := range []flowspec.Rule{r4, r6} {
+		if err := s.Announce(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(table, net, nh string) {
+		routes := br.WaitRoutes(t, table, 10*time.Second, net, func(m map[string]birdtest.Route) bool { _, ok := m[net]; return ok })
+		rt := routes[net]
+		c := rt.Attrs["BGP.community"]
+		if !strings.Contains(c, "(65535,666)") || !strings.Contains(c, "(65535,65281)") {
+			t.Errorf("%s communities = %q", net, c)
+		}
+		if got := rt.Attrs["BGP.next_hop"]; !strings.Contains(got, nh) {
+			t.Errorf("%s next hop = %q, want %s (attrs %v)", net, got, nh, rt.Attrs)
+		}
+	}
+	check("up4", "203.0.113.7/32", "192.0.2.1")
+	check("up6", "2001:db8::7/128", "100::1")
+
+	for _, r := range []flowspec.Rule{r4, r6} {
+		if err := s.Withdraw(ctx, r.Match); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br.WaitRoutes(t, "up4", 10*time.Second, "withdrawal", func(m map[string]birdtest.Route) bool { _, ok := m["203.0.113.7/32"]; return !ok })
+	br.WaitRoutes(t, "up6", 10*time.Second, "withdrawal", func(m map[string]birdtest.Route) bool { _, ok := m["2001:db8::7/128"]; return !ok })
+}
