@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ const cliUsage = `usage:
   ribkeeper rule history [--json] ID
   ribkeeper rib [--json]
   ribkeeper peers [--json]
+  ribkeeper status [--json]
 `
 
 // Exit codes of RunCLI.
@@ -37,7 +39,7 @@ func (e errUsage) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
 
-// RunCLI runs a client subcommand ("rule ...", "rib", "peers"; args exclude
+// RunCLI runs a client subcommand ("rule ...", "rib", "peers", "status"; args exclude
 // the program name) against the daemon at socketPath and returns the process
 // exit code: 0 ok, 1 the daemon returned an error or could not be reached,
 // 2 bad usage. Errors are one line on stderr, prefixed "ribkeeper: ".
@@ -96,6 +98,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.rib(ctx, args[1:])
 	case "peers":
 		return c.peers(ctx, args[1:])
+	case "status":
+		return c.status(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stderr, cliUsage)
 		return flag.ErrHelp
@@ -339,7 +343,11 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 	if *asJSON {
 		return c.printJSON(peerList{Peers: nonNil(peers)})
 	}
-	t := newTable(c.stdout, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FAMILIES")
+	return peerTable(c.stdout, peers)
+}
+
+func peerTable(w io.Writer, peers []Peer) error {
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FAMILIES")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
@@ -349,6 +357,100 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 			strconv.Itoa(p.Sent), strings.Join(p.Families, ","))
 	}
 	return t.flush()
+}
+
+// status prints three aligned blocks: peers, rule counts, last pass.
+func (c *cli) status(ctx context.Context, args []string) error {
+	fs := c.flagSet("status")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("status: unexpected argument %q", pos[0])
+	}
+	st, err := c.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		st.Peers = nonNil(st.Peers)
+		return c.printJSON(st)
+	}
+	fmt.Fprintln(c.stdout, "Peers:")
+	if len(st.Peers) == 0 {
+		fmt.Fprintln(c.stdout, "  (none configured)")
+	} else if err := peerTable(&indent{w: c.stdout}, st.Peers); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, "\nRules:")
+	if rc := st.Rules; rc != nil {
+		t := newTable(&indent{w: c.stdout}, "STATE", "COUNT")
+		t.row("active", strconv.Itoa(rc.Active))
+		t.row("  announced", strconv.Itoa(rc.Announced))
+		t.row("withdrawing", strconv.Itoa(rc.Withdrawing))
+		t.row("withdrawn", strconv.Itoa(rc.Withdrawn))
+		t.row("expired", strconv.Itoa(rc.Expired))
+		fams := make([]string, 0, len(rc.ByFamily))
+		for f := range rc.ByFamily {
+			fams = append(fams, f)
+		}
+		slices.Sort(fams)
+		for _, f := range fams {
+			t.row("active "+f, strconv.Itoa(rc.ByFamily[f]))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(c.stdout, "  unknown")
+	}
+	fmt.Fprintln(c.stdout, "\nLast reconcile pass:")
+	if p := st.LastPass; p != nil {
+		t := newTable(&indent{w: c.stdout})
+		t.row("started:", fmt.Sprintf("%s (%s ago)", p.Started.Local().Format(time.RFC3339), shortDuration(c.now().Sub(p.Started))))
+		t.row("duration:", time.Duration(p.DurationSeconds*float64(time.Second)).String())
+		t.row("result:", p.Result)
+		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, adopted %d, finished %d",
+			p.Added, p.Updated, p.Withdrawn, p.Adopted, p.Finished))
+		t.row("orphans:", strconv.Itoa(p.Orphans))
+		t.row("pending:", strconv.Itoa(p.Pending))
+		t.row("errors:", strconv.Itoa(p.Errors))
+		if p.Err != "" {
+			t.row("error:", p.Err)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(c.stdout, "  none yet")
+	}
+	for _, e := range st.Errors {
+		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", e)
+	}
+	return nil
+}
+
+// indent prefixes every line written with two spaces.
+type indent struct {
+	w   io.Writer
+	mid bool // the last write did not end a line
+}
+
+func (i *indent) Write(b []byte) (int, error) {
+	var out []byte
+	for _, c := range b {
+		if !i.mid {
+			out = append(out, ' ', ' ')
+		}
+		out = append(out, c)
+		i.mid = c != '\n'
+	}
+	if _, err := i.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func (c *cli) printJSON(v any) error {

@@ -117,6 +117,13 @@ func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
 	return out.Peers, err
 }
 
+// Status returns the daemon's status: peers, rule counts, last pass.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	_, err := c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
+	return out, err
+}
+
 // do sends one request and decodes a 2xx body into out. Errors are
 // *UnreachableError, *Error (the daemon's answer), or others for a
 // malformed answer.

@@ -2,8 +2,14 @@
 // on, and the client and CLI ("ribkeeper rule ...", "ribkeeper rib") that
 // operators use to talk to it.
 //
-// The API is served on a unix socket (mode 0600). Every request made over
-// the socket acts as actor "cli". Bodies are JSON objects with no unknown
+// The API is served on a unix socket (mode 0600) and optionally on TCP
+// (ServeTCP), with TLS if a certificate is given. Every request made over
+// the socket acts as actor "cli". Over TCP every request needs a bearer
+// token ("Authorization: Bearer SECRET"): role read allows the GET routes
+// and /metrics, role write everything; the token's name is the actor
+// recorded in the audit trail (401 unauthorized without a known token, 403
+// forbidden for a read token that tries to write). A TCP listener without
+// tokens is allowed on loopback only (actor "tcp"). Bodies are JSON objects with no unknown
 // fields, at most 1 MiB by default (413 body_too_large beyond). A request is
 // validated in full before anything is stored.
 //
@@ -31,6 +37,9 @@
 //	                                process has in its BGP RIB (the mirror), i.e.
 //	                                actual state; 503 until the mirror is ready
 //	GET    /v1/peers                {"peers": [peer...]}: BGP neighbors and session state
+//	GET    /v1/status               {"peers": [...], "rules": {counts by state},
+//	                                "last_pass": {...}, "errors": [...]}: see Status
+//	GET    /metrics                 Prometheus metrics (when WithMetrics is given)
 //
 // A rule is
 //

@@ -21,8 +21,10 @@ const (
 	CodeNotFound         = "not_found"     // no such rule, or no such route
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeBodyTooLarge     = "body_too_large"
-	CodeUnavailable      = "unavailable" // a dependency (RIB, speaker, database) cannot answer now; retry
-	CodeInternal         = "internal"    // a bug or an unclassified failure; see the daemon log
+	CodeUnauthorized     = "unauthorized" // TCP listener: no bearer token, or an unknown one (401)
+	CodeForbidden        = "forbidden"    // TCP listener: the token's role does not allow the request (403)
+	CodeUnavailable      = "unavailable"  // a dependency (RIB, speaker, database) cannot answer now; retry
+	CodeInternal         = "internal"     // a bug or an unclassified failure; see the daemon log
 )
 
 // Error is the error every route returns, and what Client methods return

@@ -21,7 +21,7 @@ import (
 // error; errors become JSON errors (see Server.toError).
 type handlerFunc func(w http.ResponseWriter, r *http.Request) (status int, body any, err error)
 
-func (s *Server) routes() http.Handler {
+func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/rules", s.handle(s.addRule))
 	mux.Handle("GET /v1/rules", s.handle(s.listRules))
@@ -31,7 +31,11 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("DELETE /v1/rules/{id}", s.handle(s.withdrawRule))
 	mux.Handle("GET /v1/rib", s.handle(s.getRIB))
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
-	return s.recoverer(s.limitBody(jsonFallback(mux)))
+	mux.Handle("GET /v1/status", s.handle(s.getStatus))
+	if s.opts.metrics != nil {
+		mux.Handle("GET /metrics", s.opts.metrics)
+	}
+	return mux
 }
 
 func (s *Server) handle(h handlerFunc) http.Handler {
@@ -76,7 +80,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
-	in, err := s.input(req, "")
+	in, err := s.input(req, "", actor(r))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -89,7 +93,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 		status = http.StatusCreated
 		w.Header().Set("Location", fmt.Sprintf("/v1/rules/%d", stored.ID))
 	}
-	s.log.Info("rule stored", "rule", stored.ID, "created", created, "text", stored.Text, "actor", socketActor)
+	s.logChange(stored, created, actor(r))
 	return status, ruleFromStore(stored), nil
 }
 
@@ -105,7 +109,7 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	}
 	ins := make([]store.Input, len(req.Rules))
 	for i, rr := range req.Rules {
-		in, err := s.input(rr, fmt.Sprintf("rules[%d].", i))
+		in, err := s.input(rr, fmt.Sprintf("rules[%d].", i), actor(r))
 		if err != nil {
 			return 0, nil, err
 		}
@@ -119,13 +123,19 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
-	s.log.Info("rules stored", "count", len(stored), "actor", socketActor)
+	for i, sr := range stored {
+		// A later input with the same match updates an earlier one: log
+		// each rule once, as what it became.
+		if i == slices.IndexFunc(stored, func(o store.Rule) bool { return o.ID == sr.ID }) {
+			s.logChange(sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor(r))
+		}
+	}
 	return http.StatusOK, out, nil
 }
 
 // input validates one rule request; field prefixes the names of the
 // request fields in errors ("rules[3]." in a batch).
-func (s *Server) input(req AddRuleRequest, field string) (store.Input, error) {
+func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, error) {
 	text := strings.TrimSpace(req.Text)
 	if text == "" {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text",
@@ -155,7 +165,7 @@ func (s *Server) input(req AddRuleRequest, field string) (store.Input, error) {
 		Rule:      rule,
 		ExpiresAt: expires,
 		Reason:    req.Reason,
-		Actor:     socketActor,
+		Actor:     actor,
 		Sites:     req.Sites,
 	}, nil
 }
@@ -231,11 +241,12 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	sr, err := s.rules.Withdraw(r.Context(), id, socketActor)
+	sr, err := s.rules.Withdraw(r.Context(), id, actor(r))
 	if err != nil {
 		return 0, nil, err
 	}
-	s.log.Info("rule withdrawal requested", "rule", id, "actor", socketActor)
+	s.log.Info("rule changed", "rule", id, "op", "withdraw", "family", sr.Rule.Match.Family(),
+		"actor", actor(r), "text", sr.Text)
 	return http.StatusAccepted, ruleFromStore(sr), nil
 }
 
@@ -354,4 +365,19 @@ func jsonKind(goKind string) string {
 	default:
 		return "a number"
 	}
+}
+
+// logChange writes the one log line of a stored rule change, with the keys
+// every rule change uses: rule, op, family, actor, text (and expires).
+func (s *Server) logChange(r store.Rule, created bool, actor string) {
+	op := "update"
+	if created {
+		op = "create"
+	}
+	expires := "never"
+	if !r.ExpiresAt.IsZero() {
+		expires = r.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	s.log.Info("rule changed", "rule", r.ID, "op", op, "family", r.Rule.Match.Family(),
+		"actor", actor, "text", r.Text, "expires", expires)
 }

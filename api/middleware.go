@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"time"
 )
 
@@ -136,4 +137,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeError(w http.ResponseWriter, e *Error) {
 	writeJSON(w, e.Status, errorBody{Error: e})
+}
+
+// instrument reports each answered request to the observer, labelled with
+// the route pattern that matched (resolved before authentication, so that
+// refused requests count against their route too).
+func (s *Server) instrument(next http.Handler) http.Handler {
+	obs := s.opts.observer
+	if obs == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route := "unmatched"
+		if _, pattern := s.mux.Handler(r); pattern != "" {
+			route = pattern
+			if _, path, ok := strings.Cut(pattern, " "); ok {
+				route = path
+			}
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		start := time.Now()
+		defer func() {
+			code := sw.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			obs.APIRequest(route, r.Method, code, time.Since(start))
+		}()
+		next.ServeHTTP(sw, r)
+	})
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -56,6 +58,36 @@ type options struct {
 	maxBodyBytes    int64
 	shutdownTimeout time.Duration
 	now             func() time.Time
+	metrics         http.Handler
+	observer        RequestObserver
+	passes          Passes
+}
+
+// RequestObserver is told about every request the API answered (implemented
+// by *metrics.Metrics). route is the matched route pattern without its
+// method, e.g. "/v1/rules/{id}", or "unmatched".
+type RequestObserver interface {
+	APIRequest(route, method string, code int, d time.Duration)
+}
+
+// Passes is the reconciler as the status route shows it (implemented by
+// *reconcile.Reconciler).
+type Passes interface {
+	LastPass() reconcile.PassResult
+}
+
+// WithMetrics serves h at GET /metrics and reports every request to obs;
+// either may be nil.
+func WithMetrics(h http.Handler, obs RequestObserver) Option {
+	return func(o *options) {
+		o.metrics = h
+		o.observer = obs
+	}
+}
+
+// WithReconciler lets GET /v1/status report the last reconcile pass.
+func WithReconciler(p Passes) Option {
+	return func(o *options) { o.passes = p }
 }
 
 // WithMaxBodyBytes limits request bodies (default DefaultMaxBodyBytes);
@@ -94,7 +126,9 @@ type Server struct {
 	rules   Rules
 	rib     RIB
 	opts    options
-	handler http.Handler
+	mux     *http.ServeMux
+	inner   http.Handler // routes with body limits and JSON 404/405, no auth
+	handler http.Handler // what the control socket serves
 }
 
 // New returns a Server over rules and rib. A nil log discards logs.
@@ -107,7 +141,9 @@ func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 		opt(&o)
 	}
 	s := &Server{log: log, rules: rules, rib: rib, opts: o}
-	s.handler = s.routes()
+	s.mux = s.routes()
+	s.inner = s.limitBody(jsonFallback(s.mux))
+	s.handler = s.instrument(s.recoverer(s.inner))
 	return s
 }
 
@@ -127,9 +163,13 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return fmt.Errorf("api: control socket: %w", err)
 	}
 	defer cleanup()
+	return s.serve(ctx, ln, s.handler, "control socket", socketPath)
+}
 
+// serve serves h on ln until ctx is done, then shuts down gracefully.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler, what, where string) error {
 	hs := &http.Server{
-		Handler:           s.handler,
+		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
@@ -138,11 +178,11 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	s.log.Info("control socket listening", "socket", socketPath)
+	s.log.Info(what+" listening", "address", where)
 
 	select {
 	case err := <-errc:
-		return fmt.Errorf("api: serving %s: %w", socketPath, err)
+		return fmt.Errorf("api: serving %s: %w", where, err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.shutdownTimeout)
@@ -152,8 +192,8 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		hs.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("api: serving %s: %w", socketPath, err)
+		return fmt.Errorf("api: serving %s: %w", where, err)
 	}
-	s.log.Info("control socket closed", "socket", socketPath)
+	s.log.Info(what+" closed", "address", where)
 	return nil
 }
