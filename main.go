@@ -31,6 +31,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -47,6 +48,7 @@ usage:
   ribkeeper rule history ID [--json]      every change to a rule, with actor
   ribkeeper rib [--json]                  what the embedded RIB holds
   ribkeeper peers [--json]                BGP sessions and their state
+  ribkeeper status [--json]               peers, rule counts, last reconcile pass
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
 
@@ -87,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "rib", "peers":
+	case "rule", "rib", "peers", "status":
 		socket, rest, code := clientSocket(args, stderr)
 		if socket == "" {
 			return code
@@ -187,12 +189,26 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	defer sp.Stop()
 
+	mx := metrics.New(log.Named("metrics"))
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
 		MaxWithdrawPerPass: cfg.Reconcile.MaxWithdrawPerPass,
+		Recorder:           mx,
 	})
-	srv := api.New(log.Named("api"), st, sp)
+	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
+	srv := api.New(log.Named("api"), st, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec))
+	var tcp *api.TCPConfig
+	if cfg.API.Listen != "" {
+		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
+		for _, t := range cfg.API.Tokens {
+			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret})
+		}
+		// Fail before anything is announced, not after.
+		if err := api.CheckTCP(*tcp); err != nil {
+			return fmt.Errorf("[api] listen: %w", err)
+		}
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -213,6 +229,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	goRun("reconcile", rec.Run)
 	goRun("api", func(ctx context.Context) error { return srv.Serve(ctx, cfg.API.Socket) })
+	if tcp != nil {
+		goRun("api tcp", func(ctx context.Context) error { return srv.ServeTCP(ctx, *tcp) })
+	}
 	log.Info("serving", "socket", cfg.API.Socket, "bgp_port", cfg.BGP.ListenPort, "neighbors", len(cfg.Neighbors))
 	wg.Wait()
 	log.Info("stopped")

@@ -66,6 +66,22 @@ type Store struct {
 type API struct {
 	// Socket is the unix socket path of the control API.
 	Socket string
+	// Listen is the host:port of the optional TCP listener; "" for none.
+	// A non-loopback address requires at least one token.
+	Listen string
+	// TLSCert and TLSKey, both set, make the TCP listener HTTPS.
+	TLSCert, TLSKey string
+	// Tokens are the bearer tokens of the TCP listener.
+	Tokens []Token
+}
+
+// Token is one bearer token of the TCP API. Name is the actor recorded in
+// the audit trail; Secret was read from the file, an environment variable
+// or a secret file.
+type Token struct {
+	Name   string
+	Role   string // read or write
+	Secret string
 }
 
 // Reconcile tunes the reconciliation loop.

@@ -53,7 +53,17 @@ type file struct {
 		DSN    string `toml:"dsn"`
 	} `toml:"store"`
 	API struct {
-		Socket string `toml:"socket"`
+		Socket  string `toml:"socket"`
+		Listen  string `toml:"listen"`
+		TLSCert string `toml:"tls_cert"`
+		TLSKey  string `toml:"tls_key"`
+		Tokens  []struct {
+			Name      string `toml:"name"`
+			Role      string `toml:"role"`
+			Token     string `toml:"token"`
+			TokenEnv  string `toml:"token_env"`
+			TokenFile string `toml:"token_file"`
+		} `toml:"token"`
 	} `toml:"api"`
 	Reconcile struct {
 		ResyncInterval     string `toml:"resync_interval"`
@@ -257,6 +267,7 @@ func (v *validator) build(f *file) *Config {
 
 	// [api]
 	c.API.Socket = orDefault(f.API.Socket, filepath.Join("data", "ribkeeper.sock"))
+	v.apiListener(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval

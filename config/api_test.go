@@ -1,0 +1,98 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAPIListenerAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	tokFile := filepath.Join(dir, "grafana.token")
+	if err := os.WriteFile(tokFile, []byte("file-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RK_TEST_TOKEN", "env-secret-0123456789")
+	cfg, err := Parse("ok.toml", []byte(minimal+`
+[api]
+listen = "0.0.0.0:8443"
+tls_cert = "/etc/ribkeeper/cert.pem"
+tls_key = "/etc/ribkeeper/key.pem"
+[[api.token]]
+name = "fastnetmon"
+role = "write"
+token_env = "RK_TEST_TOKEN"
+[[api.token]]
+name = "grafana"
+role = "read"
+token_file = "`+tokFile+`"
+[[api.token]]
+name = "noc"
+role = "Write"
+token = "inline-secret-0123456789"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.API
+	if a.Listen != "0.0.0.0:8443" || a.TLSCert == "" || a.TLSKey == "" || len(a.Tokens) != 3 {
+		t.Fatalf("api = %+v", a)
+	}
+	want := []Token{{"fastnetmon", "write", "env-secret-0123456789"}, {"grafana", "read", "file-secret-0123456789"}, {"noc", "write", "inline-secret-0123456789"}}
+	for i, w := range want {
+		if a.Tokens[i] != w {
+			t.Errorf("token %d = %+v, want %+v", i, a.Tokens[i], w)
+		}
+	}
+
+	for _, ok := range []string{`listen = "127.0.0.1:8080"`, `listen = "[::1]:8080"`, `listen = "localhost:8080"`, ``} {
+		if _, err := Parse("ok.toml", []byte(minimal+"[api]\n"+ok+"\n")); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+func TestAPIErrors(t *testing.T) {
+	tok := func(extra string) string {
+		return "[[api.token]]\nname = \"x\"\nrole = \"read\"\n" + extra + "\n"
+	}
+	for _, c := range []struct {
+		name, body, key, msg string
+	}{
+		{"non-loopback without tokens", `listen = "0.0.0.0:8080"`, "api.listen", "not a loopback"},
+		{"wildcard without tokens", `listen = ":8080"`, "api.listen", "not a loopback"},
+		{"bad listen", `listen = "8080"`, "api.listen", "host:port"},
+		{"bad port", `listen = "127.0.0.1:99999"`, "api.listen", "port"},
+		{"cert without key", "listen = \"127.0.0.1:1\"\ntls_cert = \"c.pem\"", "api.tls_cert", "both"},
+		{"tls without listen", "tls_cert = \"c.pem\"\ntls_key = \"k.pem\"", "api.tls_cert", "listen"},
+		{"tokens without listen", tok(`token = "0123456789abcdef"`), "api.token", "listen"},
+		{"no secret", "listen = \"127.0.0.1:1\"\n" + tok(""), "api.token.0.token", "exactly one"},
+		{"two secrets", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\ntoken_env = \"X\""), "api.token.0.token", "exactly one"},
+		{"short secret", "listen = \"127.0.0.1:1\"\n" + tok(`token = "short"`), "api.token.0.token", "shorter"},
+		{"empty env", "listen = \"127.0.0.1:1\"\n" + tok(`token_env = "RK_TEST_UNSET_VARIABLE"`), "api.token.0.token_env", "not set"},
+		{"missing file", "listen = \"127.0.0.1:1\"\n" + tok(`token_file = "/nonexistent/token"`), "api.token.0.token_file", "cannot read"},
+		{"bad role", "listen = \"127.0.0.1:1\"\n[[api.token]]\nname = \"x\"\nrole = \"admin\"\ntoken = \"0123456789abcdef\"", "api.token.0.role", "role"},
+		{"no name", "listen = \"127.0.0.1:1\"\n[[api.token]]\nrole = \"read\"\ntoken = \"0123456789abcdef\"", "api.token.0.name", "missing"},
+		{"duplicate name", "listen = \"127.0.0.1:1\"\n" + tok(`token = "0123456789abcdef"`) + tok(`token = "0123456789abcdeg"`), "api.token.1.name", "twice"},
+		{"unknown key", "listen = \"127.0.0.1:1\"\n" + tok("secret = \"0123456789abcdef\""), "api.token.secret", "unknown key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("bad.toml", []byte(minimal+"[api]\n"+c.body+"\n"))
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("err = %v, want Errors", err)
+			}
+			for _, e := range es {
+				if e.Key == c.key && strings.Contains(e.Msg, c.msg) {
+					if e.Line == 0 {
+						t.Errorf("%v: no line", e)
+					}
+					return
+				}
+			}
+			t.Errorf("errors %v lack key %s with %q", err, c.key, c.msg)
+		})
+	}
+}
