@@ -71,10 +71,6 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 	if n.LocalAddress.IsValid() {
 		p.Transport.LocalAddress = n.LocalAddress.Unmap().String()
 	}
-	if n.HoldTime > 0 {
-		hold := uint64(n.HoldTime / time.Second)
-		p.Timers = &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: max(hold/3, 1)}}
-	}
 	if n.MultihopTTL > 0 {
 		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(n.MultihopTTL)}
 	}
@@ -82,6 +78,7 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 		fam := s.apiFamily(f)
 		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}})
 	}
+	p.Timers, p.GracefulRestart = applyTimersGR(n.HoldTime, n.KeepaliveInterval, n.RestartTime, n.GracefulRestart, p.AfiSafis)
 	return p
 }
 

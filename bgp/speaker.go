@@ -63,6 +63,11 @@ type Config struct {
 	// SetRouteNextHops sets one). See unicast.go.
 	RouteNextHop4 netip.Addr
 	RouteNextHop6 netip.Addr
+
+	// PeerGroups and DynamicNeighbors accept sessions from routers that
+	// dial in from a prefix (neighbors.go).
+	PeerGroups       []PeerGroup
+	DynamicNeighbors []DynamicNeighbor
 }
 
 // Neighbor is one upstream BGP peer.
@@ -83,8 +88,14 @@ type Neighbor struct {
 	Description string
 
 	// HoldTime is proposed in OPEN (0: GoBGP's 90 s). Keepalives are sent
-	// at a third of the negotiated hold time.
-	HoldTime time.Duration
+	// at a third of the negotiated hold time unless KeepaliveInterval is set.
+	HoldTime          time.Duration
+	KeepaliveInterval time.Duration
+	// GracefulRestart advertises the graceful restart capability (RFC
+	// 4724) for every family with RestartTime (0: GoBGP's default), so
+	// the router keeps our paths while the process restarts.
+	GracefulRestart bool
+	RestartTime     time.Duration
 	// MultihopTTL enables eBGP multihop with this TTL (0: directly
 	// connected, TTL 1, for eBGP).
 	MultihopTTL uint8
@@ -212,6 +223,9 @@ func (s *Speaker) Start(ctx context.Context) (err error) {
 		if err := s.addPeer(ctx, n); err != nil {
 			return err
 		}
+	}
+	if err := s.addDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
+		return err
 	}
 	s.log.Info("speaker started", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID,
 		"port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors))
@@ -344,6 +358,18 @@ func (c *Config) validate() error {
 			}
 		}
 		seen[n.Address.Unmap()] = true
+	}
+	groups := map[string]bool{}
+	for _, g := range c.PeerGroups {
+		if g.Name == "" || groups[g.Name] || g.ASN == 0 {
+			return fmt.Errorf("bgp: config: peer group %q: empty or duplicate name, or asn 0", g.Name)
+		}
+		groups[g.Name] = true
+	}
+	for _, d := range c.DynamicNeighbors {
+		if !groups[d.PeerGroup] || !d.Prefix.IsValid() {
+			return fmt.Errorf("bgp: config: dynamic neighbor %s: unknown peer group %q or invalid prefix", d.Prefix, d.PeerGroup)
+		}
 	}
 	return nil
 }
