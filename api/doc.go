@@ -25,6 +25,9 @@
 //	                                all in one transaction, or none (errors name
 //	                                the field, e.g. "rules[3].text");
 //	                                200 {"rules": [rule...]} in request order
+//	POST   /v1/rules/withdraw       body {"text": "match ... then ..."}: withdraw the active
+//	                                rule with that match (the action is ignored);
+//	                                200 {"rules": [rule...]}, empty when none was active
 //	GET    /v1/rules[?state=S]      {"rules": [rule...]}, newest first; S is one of
 //	                                active, withdrawing, withdrawn, expired (default: all)
 //	GET    /v1/rules/{id}           the rule

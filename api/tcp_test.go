@@ -302,3 +302,31 @@ func TestTCPTLS(t *testing.T) {
 		t.Error("swapped certificate and key were accepted")
 	}
 }
+
+// POST /v1/rules/withdraw withdraws by match, whatever the action in the
+// text, and is idempotent.
+func TestWithdrawByMatch(t *testing.T) {
+	ts := startTCP(t, TCPConfig{Tokens: testTokens})
+	status, body, _ := ts.do(t, writeSecret, "POST", "/v1/rules", `{"text": "`+ruleDiscard+`", "ttl": "10m"}`)
+	if status != 201 {
+		t.Fatalf("add: %d %s", status, body)
+	}
+	id := decode[Rule](t, body).ID
+	status, body, _ = ts.do(t, readSecret, "POST", "/v1/rules/withdraw", `{"text": "`+ruleLimit+`"}`)
+	wantError(t, status, body, 403, CodeForbidden)
+	for i := range 2 {
+		status, body, _ = ts.do(t, writeSecret, "POST", "/v1/rules/withdraw", `{"text": "`+ruleLimit+`"}`)
+		if status != 200 {
+			t.Fatalf("withdraw %d: %d %s", i, status, body)
+		}
+		got := decode[ruleList](t, body).Rules
+		if i == 0 && (len(got) != 1 || got[0].ID != id || got[0].State != StateWithdrawing) {
+			t.Errorf("first withdraw = %+v", got)
+		}
+		if i == 1 && len(got) != 0 {
+			t.Errorf("second withdraw = %+v, want nothing", got)
+		}
+	}
+	status, body, _ = ts.do(t, writeSecret, "POST", "/v1/rules/withdraw", `{"text": "match destinaton 1.2.3.4/32 then discard"}`)
+	wantError(t, status, body, 400, CodeInvalidRule)
+}
