@@ -1,0 +1,170 @@
+package e2e
+
+// Benchmarks of the whole ribkeeper binary against a real BIRD, each next
+// to the same scenario with a raw GoBGP v3.37.0 process (rawProc) and the
+// same kind of BIRD peer, in the same run. Sizes: RIBKEEPER_BENCH_RULES
+// (default 100,000) and RIBKEEPER_BENCH_CHURN (default 1,000,000). Each
+// benchmark body is one whole scenario; run them with -benchtime 1x.
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+const (
+	apiBatch  = 1000 // rules per POST /v1/rules/batch
+	churnLive = 10_000
+)
+
+func mb(v int64) float64 { return float64(v) / (1 << 20) }
+
+// BenchmarkBulk: N rules written through the API (batch endpoint, 1,000
+// per request) until BIRD holds all N, against the same N paths handed to
+// raw GoBGP with AddPath (wire bytes) until BIRD holds all N. Also the RSS
+// of each process holding the N paths (settled 3 s after BIRD had them),
+// and the RSS growth per path over the same process with an empty table.
+func BenchmarkBulk(b *testing.B) {
+	n := benchRules(b)
+	report := func(b *testing.B, el, write time.Duration, rss0, cur, peak int64) {
+		b.ReportMetric(float64(n), "rules")
+		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
+		b.ReportMetric(write.Seconds(), "write-s")
+		b.ReportMetric(mb(cur), "MB-rss")
+		b.ReportMetric(mb(peak), "MB-peak")
+		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
+	}
+	b.Run("ours", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			d, bird := startBenchPair(b)
+			rss0, _ := settledRSS(b, d.pid())
+			b.StartTimer()
+			t0 := time.Now()
+			addRules(b, d.client, 0, n, apiBatch, "")
+			write := time.Since(t0)
+			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			cur, peak := settledRSS(b, d.pid())
+			report(b, el, write, rss0, cur, peak)
+		}
+	})
+	b.Run("gobgp", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			raw := startRaw(b)
+			bird := startBird(b, benchBirdAddr, raw.port)
+			raw.do(fmt.Sprintf("peer %s %d", benchBirdAddr, bird.Port))
+			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
+			rss0, _ := settledRSS(b, raw.pid())
+			b.StartTimer()
+			t0 := time.Now()
+			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
+			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			cur, peak := settledRSS(b, raw.pid())
+			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, peak)
+		}
+	})
+}
+
+// BenchmarkRestart: N rules in the store, ribkeeper killed with SIGKILL,
+// BIRD flushed; time from exec of the new process until BIRD holds all N.
+// Baseline: raw GoBGP already holding N paths, time from AddPeer of a
+// fresh BIRD until that BIRD holds all N (GoBGP's own initial sync).
+func BenchmarkRestart(b *testing.B) {
+	n := benchRules(b)
+	report := func(b *testing.B, el time.Duration) {
+		b.ReportMetric(float64(n), "rules")
+		b.ReportMetric(el.Seconds(), "s")
+		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
+	}
+	b.Run("ours", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			d, bird := startBenchPair(b)
+			addRules(b, d.client, 0, n, apiBatch, "")
+			waitCount(b, bird, "ft4", n, 10*time.Minute)
+			d.kill()
+			waitCount(b, bird, "ft4", 0, time.Minute)
+			b.StartTimer()
+			t0 := time.Now()
+			d.start()
+			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			report(b, el)
+		}
+	})
+	b.Run("gobgp", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			raw := startRaw(b)
+			raw.do(fmt.Sprintf("add 0 %d", n))
+			bird := startBird(b, benchBird2Addr, raw.port)
+			b.StartTimer()
+			t0 := time.Now()
+			raw.do(fmt.Sprintf("peer %s %d", benchBird2Addr, bird.Port))
+			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			report(b, el)
+		}
+	})
+}
+
+// BenchmarkChurn: RIBKEEPER_BENCH_CHURN distinct rules pass through a live
+// set of about 10,000 and all are gone again; then the settled RSS and its
+// growth per distinct rule ever announced. ribkeeper: batches of 1,000
+// through the API with a 1 s TTL, paced at 10,000 rules/s, so expiry
+// removes them. Raw GoBGP: AddPath of each rule and DeletePath of the one
+// added 10,000 earlier. GoBGP v3.37.0 keeps a table destination per
+// distinct withdrawn NLRI (GOBGP-V3-NOTES.md, defect 1).
+func BenchmarkChurn(b *testing.B) {
+	total := benchEnv(b, "RIBKEEPER_BENCH_CHURN", 1_000_000)
+	report := func(b *testing.B, el time.Duration, rss0, cur, peak int64) {
+		b.ReportMetric(float64(total), "rules")
+		b.ReportMetric(float64(total)/el.Seconds(), "rules/s")
+		b.ReportMetric(mb(rss0), "MB-rss-before")
+		b.ReportMetric(mb(cur), "MB-rss")
+		b.ReportMetric(mb(peak), "MB-peak")
+		b.ReportMetric(float64(cur-rss0)/float64(total), "B-rss/churned")
+	}
+	b.Run("ours", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			d, bird := startBenchPair(b)
+			rss0, _ := settledRSS(b, d.pid())
+			b.StartTimer()
+			const ttl = time.Second
+			rate := float64(churnLive) / ttl.Seconds()
+			t0 := time.Now()
+			for i := 0; i < total; i += apiBatch {
+				if wait := time.Until(t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))); wait > 0 {
+					time.Sleep(wait)
+				}
+				addRules(b, d.client, i, min(i+apiBatch, total), apiBatch, ttl.String())
+			}
+			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			cur, peak := settledRSS(b, d.pid())
+			report(b, el, rss0, cur, peak)
+		}
+	})
+	b.Run("gobgp", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			raw := startRaw(b)
+			bird := startBird(b, benchBirdAddr, raw.port)
+			raw.do(fmt.Sprintf("peer %s %d", benchBirdAddr, bird.Port))
+			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
+			rss0, _ := settledRSS(b, raw.pid())
+			b.StartTimer()
+			t0 := time.Now()
+			raw.do(fmt.Sprintf("churn %d %d", total, churnLive))
+			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			b.StopTimer()
+			cur, peak := settledRSS(b, raw.pid())
+			report(b, el, rss0, cur, peak)
+		}
+	})
+}

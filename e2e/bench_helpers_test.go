@@ -1,0 +1,461 @@
+package e2e
+
+// Helpers shared by the benchmarks: rule generation, RSS readings, a
+// ribkeeper process started without the harness's `rule list` polling (it
+// would list 100,000 rules per poll), and a raw GoBGP v3.37.0 process (this
+// test binary re-executed as TestHelperRawGoBGP) that is the baseline.
+//
+// The raw baseline is the only GoBGP contact outside bgp/: it must be GoBGP
+// itself, not ribkeeper's wrapper of it.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gobgpapi "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v3/pkg/server"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// Loopback addresses of the benchmarks, away from the e2e tests' .1/.2 so
+// that both can run at once.
+const (
+	benchSpeakerAddr = "127.0.0.11" // ribkeeper or raw GoBGP
+	benchBirdAddr    = "127.0.0.12" // BIRD
+	benchBird2Addr   = "127.0.0.13" // the fresh BIRD of the initial-sync baseline
+)
+
+// benchEnv reads a positive integer size from the environment.
+func benchEnv(b testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// benchRules is RIBKEEPER_BENCH_RULES (default 100,000).
+func benchRules(b testing.TB) int { return benchEnv(b, "RIBKEEPER_BENCH_RULES", 100_000) }
+
+// ruleText is rule i, the shape of the baseline in GOBGP-V3-NOTES.md:
+// destination 10.x.x.x/32, UDP, destination port 53, discard.
+func ruleText(i int) string {
+	return fmt.Sprintf("match destination 10.%d.%d.%d/32 protocol ==17 destination-port ==53 then discard", i>>16&255, i>>8&255, i&255)
+}
+
+// ruleRequests are rules [from, to) as API requests.
+func ruleRequests(from, to int, ttl string) []api.AddRuleRequest {
+	reqs := make([]api.AddRuleRequest, 0, to-from)
+	for i := from; i < to; i++ {
+		reqs = append(reqs, api.AddRuleRequest{Text: ruleText(i), TTL: ttl, Reason: "bench"})
+	}
+	return reqs
+}
+
+// addRules writes rules [from, to) through the batch endpoint, batch rules
+// per request.
+func addRules(b testing.TB, c *api.Client, from, to, batch int, ttl string) {
+	b.Helper()
+	for i := from; i < to; i += batch {
+		reqs := ruleRequests(i, min(i+batch, to), ttl)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		_, err := c.AddRules(ctx, reqs)
+		cancel()
+		if err != nil {
+			b.Fatalf("add rules %d..%d: %v", i, i+len(reqs), err)
+		}
+	}
+}
+
+// rss returns a process's resident set (VmRSS) and peak (VmHWM) in bytes.
+func rss(b testing.TB, pid int) (cur, peak int64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatalf("read RSS: %v", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		if err != nil {
+			b.Fatalf("parse %s: %v", line, err)
+		}
+		if k == "VmRSS" {
+			cur = n << 10
+		} else {
+			peak = n << 10
+		}
+	}
+	return cur, peak
+}
+
+// settledRSS waits for the process to go quiet (GC and scavenger) and
+// reads its RSS.
+func settledRSS(b testing.TB, pid int) (cur, peak int64) {
+	time.Sleep(3 * time.Second)
+	return rss(b, pid)
+}
+
+// waitCount waits until BIRD's table holds want routes and returns when it
+// first saw them. It polls birdc `show route count` every 50 ms.
+func waitCount(b testing.TB, r *birdtest.Router, table string, want int, timeout time.Duration) time.Time {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	last := -1
+	for {
+		n, err := r.Count(table)
+		if err == nil && n == want {
+			return time.Now()
+		}
+		if err == nil {
+			last = n
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("BIRD %s holds %d routes after %v, want %d (err %v)", table, last, timeout, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func startBird(b testing.TB, addr string, peerPort int) *birdtest.Router {
+	b.Helper()
+	return birdtest.Start(b, birdtest.Options{
+		Address: addr, ASN: 65001,
+		Peers: []birdtest.Peer{{Address: benchSpeakerAddr, Port: peerPort, ASN: 65000}},
+	})
+}
+
+// benchDaemon is a ribkeeper process for benchmarks, peering with one BIRD.
+type benchDaemon struct {
+	b      testing.TB
+	dir    string
+	conf   string
+	socket string
+	cmd    *exec.Cmd
+	log    *os.File
+	client *api.Client
+}
+
+// startBenchPair starts BIRD and ribkeeper (SQLite, log level info as in
+// the example configuration) and waits for the session.
+func startBenchPair(b testing.TB) (*benchDaemon, *birdtest.Router) {
+	b.Helper()
+	birdtest.Binary(b)
+	dir := b.TempDir()
+	rkPort := birdtest.FreePort(b, benchSpeakerAddr)
+	bird := startBird(b, benchBirdAddr, rkPort)
+	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
+	conf := fmt.Sprintf(`site = "bench"
+[log]
+level = "info"
+[bgp]
+asn = 65000
+router_id = %[1]q
+listen_addresses = [%[1]q]
+listen_port = %[2]d
+[[neighbor]]
+address = %[3]q
+asn = 65001
+port = %[4]d
+local_address = %[1]q
+families = ["ipv4-flowspec", "ipv6-flowspec"]
+[api]
+socket = %[5]q
+[store]
+path = %[6]q
+`, benchSpeakerAddr, rkPort, benchBirdAddr, bird.Port, d.socket, filepath.Join(dir, "rk.db"))
+	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d.client = api.NewClient(d.socket, 60*time.Second)
+	d.start()
+	b.Cleanup(d.stop)
+	d.waitSocket()
+	waitFor(b, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+	return d, bird
+}
+
+// start execs the daemon and returns at once.
+func (d *benchDaemon) start() {
+	d.b.Helper()
+	var err error
+	d.log, err = os.OpenFile(filepath.Join(d.dir, "ribkeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		d.b.Fatal(err)
+	}
+	d.cmd = exec.Command(binary, "serve", "--config", d.conf)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		d.b.Fatalf("start ribkeeper: %v", err)
+	}
+}
+
+// waitSocket waits until the API answers (GET /v1/peers: cheap at any
+// table size).
+func (d *benchDaemon) waitSocket() {
+	d.b.Helper()
+	waitFor(d.b, 30*time.Second, "ribkeeper API answering", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := d.client.Peers(ctx)
+		return err == nil
+	})
+}
+
+func (d *benchDaemon) pid() int { return d.cmd.Process.Pid }
+
+// kill is kill -9: no withdrawals, no clean shutdown.
+func (d *benchDaemon) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+	d.log.Close()
+}
+
+func (d *benchDaemon) stop() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-done
+	}
+	d.log.Close()
+	if d.b.Failed() {
+		if data, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log")); err == nil {
+			lines := strings.Split(string(data), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			d.b.Logf("ribkeeper log:\n%s", strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// rawProc is a raw GoBGP v3.37.0 speaker in its own process (this test
+// binary re-executed as TestHelperRawGoBGP), driven over stdin/stdout.
+type rawProc struct {
+	b    testing.TB
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	port int
+	// errLog holds the helper's stderr.
+	errLog string
+}
+
+const rawHelperEnv = "RIBKEEPER_RAW_GOBGP_HELPER"
+
+func startRaw(b testing.TB) *rawProc {
+	b.Helper()
+	port := birdtest.FreePort(b, benchSpeakerAddr)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRawGoBGP$", "-test.v=false")
+	cmd.Env = append(os.Environ(), rawHelperEnv+"="+fmt.Sprintf("%s:%d", benchSpeakerAddr, port))
+	errLog, err := os.Create(filepath.Join(b.TempDir(), "raw-gobgp.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = errLog // GoBGP's own log, shown when the helper dies
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start raw GoBGP helper: %v", err)
+	}
+	r := &rawProc{b: b, cmd: cmd, in: in, out: bufio.NewScanner(outp), port: port, errLog: errLog.Name()}
+	b.Cleanup(func() {
+		in.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	r.reply() // "ready"
+	return r
+}
+
+// do sends one command and returns the reply's fields after "ok".
+func (r *rawProc) do(cmd string) []string {
+	r.b.Helper()
+	if _, err := fmt.Fprintln(r.in, cmd); err != nil {
+		r.b.Fatalf("raw helper %q: %v", cmd, err)
+	}
+	return r.reply()
+}
+
+func (r *rawProc) reply() []string {
+	r.b.Helper()
+	for r.out.Scan() {
+		f := strings.Fields(r.out.Text())
+		if len(f) > 0 && f[0] == "ok" {
+			return f[1:]
+		}
+		if len(f) > 0 && f[0] == "error" {
+			r.b.Fatalf("raw helper: %s", r.out.Text())
+		}
+		// Anything else is test-binary noise (PASS lines etc.).
+	}
+	data, _ := os.ReadFile(r.errLog)
+	lines := strings.Split(string(data), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	r.b.Fatalf("raw helper exited (%v); its stderr:\n%s", r.out.Err(), strings.Join(lines, "\n"))
+	return nil
+}
+
+func (r *rawProc) pid() int { return r.cmd.Process.Pid }
+
+// TestHelperRawGoBGP is not a test: it is the raw GoBGP process of the
+// benchmarks, run only when rawHelperEnv is set. Commands, one a line:
+//
+//	peer ADDR PORT     add a BGP neighbor (AS 65001, FlowSpec v4+v6)
+//	add FROM TO        AddPath rules [FROM, TO) as wire bytes; replies the seconds
+//	churn TOTAL LIVE   add TOTAL distinct rules, deleting each LIVE later
+//	gc                 runtime GC + scavenge (not used for the RSS figures)
+func TestHelperRawGoBGP(t *testing.T) {
+	listen := os.Getenv(rawHelperEnv)
+	if listen == "" {
+		t.Skip("helper process of the benchmarks")
+	}
+	addr, portS, _ := strings.Cut(listen, ":")
+	port, _ := strconv.Atoi(portS)
+	srv := server.NewBgpServer()
+	go srv.Serve()
+	if err := srv.StartBgp(context.Background(), &gobgpapi.StartBgpRequest{Global: &gobgpapi.Global{
+		Asn: 65000, RouterId: addr, ListenPort: int32(port), ListenAddresses: []string{addr},
+	}}); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("ok ready")
+	fail := func(err error) { fmt.Println("error", strings.ReplaceAll(err.Error(), "\n", " ")); os.Exit(1) }
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "peer":
+			p, _ := strconv.Atoi(f[2])
+			fam4 := &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST}
+			fam6 := &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP6, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST}
+			err := srv.AddPeer(context.Background(), &gobgpapi.AddPeerRequest{Peer: &gobgpapi.Peer{
+				Conf:      &gobgpapi.PeerConf{NeighborAddress: f[1], PeerAsn: 65001},
+				Transport: &gobgpapi.Transport{RemotePort: uint32(p), LocalAddress: addr},
+				AfiSafis: []*gobgpapi.AfiSafi{
+					{Config: &gobgpapi.AfiSafiConfig{Family: fam4, Enabled: true}},
+					{Config: &gobgpapi.AfiSafiConfig{Family: fam6, Enabled: true}},
+				},
+			}})
+			if err != nil {
+				fail(err)
+			}
+			fmt.Println("ok")
+		case "add":
+			from, _ := strconv.Atoi(f[1])
+			to, _ := strconv.Atoi(f[2])
+			t0 := time.Now()
+			for i := from; i < to; i++ {
+				if _, err := srv.AddPath(context.Background(), &gobgpapi.AddPathRequest{Path: rawPath(i, false)}); err != nil {
+					fail(err)
+				}
+			}
+			fmt.Println("ok", time.Since(t0).Seconds())
+		case "churn":
+			total, _ := strconv.Atoi(f[1])
+			live, _ := strconv.Atoi(f[2])
+			t0 := time.Now()
+			for i := range total {
+				if _, err := srv.AddPath(context.Background(), &gobgpapi.AddPathRequest{Path: rawPath(i, false)}); err != nil {
+					fail(err)
+				}
+				if i >= live {
+					p := rawPath(i-live, true)
+					if err := srv.DeletePath(context.Background(), &gobgpapi.DeletePathRequest{Family: p.Family, Path: p}); err != nil {
+						fail(err)
+					}
+				}
+			}
+			for i := max(total-live, 0); i < total; i++ {
+				p := rawPath(i, true)
+				if err := srv.DeletePath(context.Background(), &gobgpapi.DeletePathRequest{Family: p.Family, Path: p}); err != nil {
+					fail(err)
+				}
+			}
+			fmt.Println("ok", time.Since(t0).Seconds())
+		default:
+			fail(fmt.Errorf("unknown command %q", f[0]))
+		}
+	}
+	os.Exit(0)
+}
+
+// rawPath is rule i in GoBGP's cheapest form (wire bytes), built the way
+// bgp/ builds it: ORIGIN IGP, MP_REACH (next hop 0.0.0.0) with the NLRI,
+// and the action's extended communities.
+func rawPath(i int, withdraw bool) *gobgpapi.Path {
+	r, err := flowspec.Parse(ruleText(i))
+	if err != nil {
+		panic(err)
+	}
+	nlri := r.Match.AppendTo(nil)
+	origin := []byte{0x40, 1, 1, 0}
+	mp := []byte{0x90, 14, 0, 0, 0, 1, 133, 4, 0, 0, 0, 0, 0}
+	mp = append(mp, nlri...)
+	putLen(mp)
+	attrs := [][]byte{origin, mp}
+	if !withdraw {
+		ext := []byte{0xc0 | 0x10, 16, 0, 0}
+		ext = r.Action.AppendExtCommunities(ext)
+		putLen(ext)
+		attrs = append(attrs, ext)
+	}
+	return &gobgpapi.Path{
+		Family:     &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
+		NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw,
+	}
+}
+
+// putLen writes the length of an extended-length attribute into its header.
+func putLen(attr []byte) {
+	n := len(attr) - 4
+	attr[2], attr[3] = byte(n>>8), byte(n)
+}
+
+// mustRule is rule i.
+func mustRule(b testing.TB, i int) flowspec.Rule {
+	r, err := flowspec.Parse(ruleText(i))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
