@@ -30,6 +30,8 @@ type mirror struct {
 	undecodable int
 	byFamily    map[flowspec.Family]int
 	readyCh     chan struct{}
+	// gen counts changes to paths and readiness (see Speaker.Generation).
+	gen uint64
 }
 
 func (m *mirror) init() {
@@ -43,8 +45,21 @@ func (m *mirror) reset() {
 	defer m.mu.Unlock()
 	m.ready = false
 	m.closed = true
+	m.gen++
 	clear(m.paths)
 	clear(m.byFamily)
+}
+
+// Generation returns a number that changes whenever the mirror changes: a
+// path added, replaced or removed, readiness gained or lost. Two equal
+// readings mean the mirror (and so the RIB's local paths, as far as the
+// watch has delivered them) did not change in between, so a reconciler
+// that saw nothing to do at the first reading has nothing to do at the
+// second either, without walking the paths.
+func (s *Speaker) Generation() uint64 {
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	return s.mirror.gen
 }
 
 // counts returns the number of mirrored paths per family.
@@ -219,6 +234,9 @@ func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
 	}
 	s.mirror.undecodable += bad
 	s.mirror.ready = true
+	if changed {
+		s.mirror.gen++
+	}
 	s.mirror.mu.Unlock()
 
 	if first {

@@ -21,7 +21,7 @@ func newTest(t *testing.T, cfg Config) (*Reconciler, *fakeStore, *fakeSpeaker) {
 
 func pass(t *testing.T, r *Reconciler) PassResult {
 	t.Helper()
-	r.runPass(context.Background())
+	r.runPass(context.Background(), false)
 	return r.LastPass()
 }
 

@@ -12,10 +12,10 @@ import (
 
 // runPass runs one pass, records and logs its result, and returns when the
 // loop must wake up next for expiry and for retries (zero: no need).
-func (r *Reconciler) runPass(ctx context.Context) (nextExpiry, nextRetry time.Time) {
+func (r *Reconciler) runPass(ctx context.Context, full bool) (nextExpiry, nextRetry time.Time) {
 	now := r.now()
-	res := PassResult{Started: now, DryRun: r.cfg.DryRun}
-	nextExpiry = r.pass(ctx, now, &res)
+	res := PassResult{Started: now, DryRun: r.cfg.DryRun, Full: full}
+	nextExpiry = r.pass(ctx, now, full, &res)
 	nextRetry = r.nextRetry(now)
 	res.Duration = r.now().Sub(now)
 
@@ -37,7 +37,7 @@ func (r *Reconciler) runPass(ctx context.Context) (nextExpiry, nextRetry time.Ti
 
 // pass does one reconcile and fills res. It returns the nearest future
 // expiry among desired rules.
-func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) time.Time {
+func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *PassResult) time.Time {
 	storeErr := false
 	r.failLogged = 0
 	defer func() {
@@ -51,7 +51,8 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) t
 	// from the last rows read (they still expire on time) but withdraw no
 	// orphans and write nothing to the store.
 	storeOK := true
-	rows, err := r.d.ActiveRules(ctx)
+	changed, err := r.cache.read(ctx, r.d, now, full)
+	rows := r.cache.rows
 	switch {
 	case err == nil:
 		r.rows, r.haveRows = rows, true
@@ -68,6 +69,18 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) t
 		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "err", err)
 		rows = r.rows
 	}
+
+	// Nothing changed since a pass that found nothing to do: the same plan
+	// would come out, so skip the walk (see quiet).
+	gen, hasGen := r.generation()
+	if !full && !changed && storeOK && hasGen && r.quiet.ok && r.quiet.gen == gen &&
+		(r.quiet.nextExpiry.IsZero() || now.Before(r.quiet.nextExpiry)) && r.nextRetry(now).IsZero() {
+		started := res.Started
+		*res = r.quiet.res
+		res.Started, res.Skipped, res.Full = started, true, false
+		return r.quiet.nextExpiry
+	}
+	r.quiet.ok = false
 	v := newView(rows, now)
 
 	// Actual state. Not initialised is not empty: do nothing blindly; the
@@ -187,7 +200,33 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, res *PassResult) t
 			r.log.Warn("cannot write rule status", "err", err)
 		}
 	}
+	if storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
+		len(r.expects) == 0 && r.nextRetry(now).IsZero() {
+		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, v.nextExpiry, *res
+	}
 	return v.nextExpiry
+}
+
+// quiet remembers a pass that found nothing to do. The plan is a function
+// of the desired rows, the clock (expiry), the mirror and the backoff state
+// only; while the store's revision and the mirror's generation stay the
+// same, no expiry comes due and nothing waits for a retry, the next pass
+// would find nothing to do either, and skips the walk over both sides. A
+// full pass (the periodic resync) never skips: it re-reads every row.
+type quiet struct {
+	ok         bool
+	gen        uint64
+	nextExpiry time.Time
+	res        PassResult
+}
+
+// generation reads the speaker's mirror generation, if it has one.
+func (r *Reconciler) generation() (uint64, bool) {
+	g, ok := r.s.(Generationer)
+	if !ok {
+		return 0, false
+	}
+	return g.Generation(), true
 }
 
 // plan is Diff plus what Diff cannot know from two maps: the Matches of

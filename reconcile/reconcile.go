@@ -121,6 +121,13 @@ type PassResult struct {
 	// Capped is set when the orphan cap stopped all orphan withdrawals.
 	Capped bool
 	DryRun bool
+	// Full is set for a pass that re-read every desired row (the first
+	// pass and the periodic resync); other passes read only what changed.
+	Full bool
+	// Skipped is set for a pass that found the store's revision and the
+	// mirror's generation unchanged since a pass with nothing to do, and so
+	// did nothing; its counts repeat that pass's.
+	Skipped bool
 }
 
 // Changed reports whether the pass changed (or in a dry run would change)
@@ -155,6 +162,8 @@ type Reconciler struct {
 	readded, orphaned, replaced atomic.Uint64
 
 	// Owned by the goroutine running passes.
+	cache     desiredCache
+	quiet     quiet
 	rows      []store.Rule // last rows read successfully
 	haveRows  bool
 	written   map[int64]ruleStatus // status the store holds, as far as we know
@@ -228,6 +237,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer retry.Stop()
 
 	r.Trigger()
+	full := true // the first pass reads everything
 	for {
 		select {
 		case <-ctx.Done():
@@ -238,8 +248,10 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-expiry.C:
 		case <-retry.C:
 		case <-resync.C:
+			full = true
 		}
-		nextExpiry, nextRetry := r.runPass(ctx)
+		nextExpiry, nextRetry := r.runPass(ctx, full)
+		full = false
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}

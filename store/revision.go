@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Revisions let a reader keep a copy of desired state and refresh only what
+// changed. A revision is the id of a history entry: every change to desired
+// state writes one in the same transaction (status writes too, with kind
+// "status", which ChangedSince ignores).
+//
+// SQLite allocates history ids under its write lock, so they become visible
+// in id order and "everything after rev" is exact. PostgreSQL allocates them
+// from a sequence when a transaction inserts, so a transaction can commit
+// after another one with a higher id: RevisionSettle says how long a reader
+// must keep re-reading behind the newest revision it saw.
+
+// Delta is what changed in desired state after a revision.
+type Delta struct {
+	// Active holds the changed rules that are active for this site now,
+	// with this site's status, in id order.
+	Active []Rule
+	// Gone holds the ids of changed rules that are no longer active for
+	// this site (final, or no longer targeting it).
+	Gone []int64
+	// Next is the newest revision the delta covers.
+	Next int64
+}
+
+// Revision returns the newest revision: one indexed lookup. A reader that
+// reads it before a full ActiveRules read and then asks ChangedSince(rev)
+// misses nothing.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	var rev int64
+	err := s.eng.reader().queryRow(cctx, "SELECT COALESCE(MAX(id), 0) FROM rule_events").Scan(&rev)
+	return rev, s.wrap(ctx, "read revision", err)
+}
+
+// RevisionSettle is how long after a revision was seen a transaction may
+// still commit history entries with lower ids: 0 on SQLite; on PostgreSQL a
+// bound on a write transaction's life (every write runs under the store's
+// timeout, batches under a multiple of it).
+func (s *Store) RevisionSettle() time.Duration {
+	if _, ok := s.eng.(*sqliteEngine); ok {
+		return 0
+	}
+	return 4*s.timeout + 10*time.Second
+}
+
+// ChangedSince returns the rules changed by history entries after rev. When
+// nothing changed it costs one indexed lookup. Rules changed again while it
+// runs may show their newer state; they show again in the next delta.
+func (s *Store) ChangedSince(ctx context.Context, rev int64) (Delta, error) {
+	next, err := s.Revision(ctx)
+	if err != nil {
+		return Delta{}, err
+	}
+	d := Delta{Next: next}
+	if next <= rev {
+		d.Next = rev
+		return d, nil
+	}
+	cctx, cancel := s.call(ctx, 1+int(min(next-rev, 1<<20)/1000))
+	defer cancel()
+	const changed = `SELECT DISTINCT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status'`
+	rs, err := s.eng.reader().query(cctx, changed, rev, next)
+	if err != nil {
+		return Delta{}, s.wrap(ctx, "read changed rules", err)
+	}
+	ids := make(map[int64]bool)
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return Delta{}, s.wrap(ctx, "read changed rules", err)
+		}
+		ids[id] = false
+	}
+	err = rs.Err()
+	rs.Close()
+	if err != nil {
+		return Delta{}, s.wrap(ctx, "read changed rules", err)
+	}
+	if len(ids) == 0 {
+		return d, nil
+	}
+	d.Active, err = s.list(ctx, "read changed rules", "SELECT "+ruleCols+ruleFrom+
+		" WHERE r.id IN (SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status')"+
+		" AND r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, rev, next, s.site)
+	if err != nil {
+		return Delta{}, err
+	}
+	for _, r := range d.Active {
+		ids[r.ID] = true
+	}
+	for id, active := range ids {
+		if !active {
+			d.Gone = append(d.Gone, id)
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestChangedSinceSQLite(t *testing.T)   { testChangedSince(t, sqliteFresh) }
+func TestChangedSincePostgres(t *testing.T) { testChangedSince(t, postgresFresh) }
+
+func testChangedSince(t *testing.T, fresh freshFunc) {
+	cfg := fresh(t)
+	s := open(t, cfg, "a")
+	ctx := ctxT(t)
+	exp := time.Now().Add(time.Hour)
+	r1, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: exp, Actor: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Revision(ctx)
+	if err != nil || rev == 0 {
+		t.Fatalf("Revision = %d, %v", rev, err)
+	}
+	if d, err := s.ChangedSince(ctx, rev); err != nil || len(d.Active)+len(d.Gone) != 0 || d.Next != rev {
+		t.Fatalf("nothing changed: %+v, %v", d, err)
+	}
+	// Status writes are not changes.
+	if err := s.SetStatus(ctx, []int64{r1.ID}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.ChangedSince(ctx, rev); err != nil || len(d.Active)+len(d.Gone) != 0 {
+		t.Fatalf("after a status write: %+v, %v", d, err)
+	}
+	r2, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), ExpiresAt: exp, Actor: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Sites: []string{"b"}, Actor: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Withdraw(ctx, r1.ID, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, r1.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.ChangedSince(ctx, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Active) != 1 || d.Active[0].ID != r2.ID || !d.Active[0].Rule.IsValid() {
+		t.Fatalf("Active = %+v, want rule %d", d.Active, r2.ID)
+	}
+	slices.Sort(d.Gone)
+	if want := []int64{r1.ID, other.ID}; !slices.Equal(d.Gone, want) {
+		t.Fatalf("Gone = %v, want %v (final, other site)", d.Gone, want)
+	}
+	if d.Next <= rev {
+		t.Fatalf("Next = %d, not after %d", d.Next, rev)
+	}
+	if again, err := s.ChangedSince(ctx, d.Next); err != nil || len(again.Active)+len(again.Gone) != 0 {
+		t.Fatalf("after Next: %+v, %v", again, err)
+	}
+}
