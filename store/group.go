@@ -173,6 +173,7 @@ func (c *committer) commit(g []*writeReq) {
 	if external {
 		c.s.signal() // another process's change: already committed
 	}
+	st := t.(*sqliteTx)
 	w := &wtx{tx: t}
 	single := len(g) == 1
 	changed := false
@@ -196,7 +197,7 @@ func (c *committer) commit(g []*writeReq) {
 		ran[i] = true
 		mark := len(w.events)
 		if !single {
-			if _, err := t.exec(ctx, "SAVEPOINT item"); err != nil {
+			if err := st.execPrepared(ctx, "SAVEPOINT item"); err != nil {
 				fail(fmt.Errorf("savepoint: %w", err))
 				deliver()
 				return
@@ -210,7 +211,7 @@ func (c *committer) commit(g []*writeReq) {
 				deliver()
 				return
 			}
-			if _, rerr := t.exec(ctx, "ROLLBACK TO item"); rerr != nil {
+			if rerr := st.execPrepared(ctx, "ROLLBACK TO item"); rerr != nil {
 				// SQLite rolled back the whole transaction (I/O error,
 				// disk full...): the others' work is gone too.
 				fail(fmt.Errorf("transaction rolled back after another write failed: %w", rerr))
@@ -220,7 +221,7 @@ func (c *committer) commit(g []*writeReq) {
 			}
 		}
 		if !single {
-			if _, err := t.exec(ctx, "RELEASE item"); err != nil {
+			if err := st.execPrepared(ctx, "RELEASE item"); err != nil {
 				fail(fmt.Errorf("release savepoint: %w", err))
 				deliver()
 				return

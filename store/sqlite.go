@@ -175,6 +175,16 @@ func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, erro
 	return res.RowsAffected()
 }
 
+// execPrepared runs q, which takes no arguments, as a statement prepared
+// once per transaction (exec would parse it on every call).
+func (t *sqliteTx) execPrepared(ctx context.Context, q string) error {
+	st, err := t.stmt(ctx, q)
+	if err == nil {
+		_, err = st.ExecContext(ctx)
+	}
+	return err
+}
+
 func (t *sqliteTx) insertID(ctx context.Context, q string, args ...any) (int64, bool, error) {
 	st, err := t.stmt(ctx, q)
 	if err != nil {
