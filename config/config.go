@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
 )
 
 // Config is a validated configuration. Treat it as read-only.
@@ -24,9 +25,15 @@ type Config struct {
 	Log       Log
 	BGP       BGP
 	Neighbors []Neighbor
-	Store     Store
-	API       API
-	Reconcile Reconcile
+	// PeerGroups and DynamicNeighbors accept sessions from routers that
+	// dial in from a prefix; every dynamic neighbor names a peer group.
+	PeerGroups       []PeerGroup
+	DynamicNeighbors []DynamicNeighbor
+	RTBH             RTBH
+	Guardrails       guard.Config
+	Store            Store
+	API              API
+	Reconcile        Reconcile
 }
 
 // Log selects log format and level.
@@ -44,15 +51,53 @@ type BGP struct {
 	ListenPort int32
 }
 
+// Session holds the settings shared by neighbors and peer groups.
+type Session struct {
+	ASN uint32
+	// Families to negotiate: FlowSpec and, for RTBH routes, unicast.
+	Families []flowspec.Family
+	// HoldTime proposed in OPEN (0: 90s); KeepaliveInterval (0: a third
+	// of the hold time).
+	HoldTime          time.Duration
+	KeepaliveInterval time.Duration
+	// MultihopTTL enables eBGP multihop (0: directly connected).
+	MultihopTTL uint8
+	// Password is the TCP MD5 key, read from password, password_env or
+	// password_file ("" for none).
+	Password string
+	// GracefulRestart advertises RFC 4724 graceful restart with
+	// RestartTime.
+	GracefulRestart bool
+	RestartTime     time.Duration
+	Description     string
+}
+
 // Neighbor is one upstream router.
 type Neighbor struct {
 	Address      netip.Addr
-	ASN          uint32
 	Port         uint16     // remote port, default 179
 	LocalAddress netip.Addr // zero: chosen by the kernel
-	Families     []flowspec.Family
 	Passive      bool
-	Description  string
+	Session
+}
+
+// PeerGroup is the session settings of dynamic neighbors.
+type PeerGroup struct {
+	Name string
+	Session
+}
+
+// DynamicNeighbor accepts sessions from routers in Prefix with the
+// settings of the peer group named PeerGroup.
+type DynamicNeighbor struct {
+	Prefix    netip.Prefix
+	PeerGroup string
+}
+
+// RTBH holds this site's next hops of blackhole routes that name none.
+type RTBH struct {
+	NextHopIPv4 netip.Addr
+	NextHopIPv6 netip.Addr
 }
 
 // Store selects the desired-state database.

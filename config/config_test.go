@@ -22,7 +22,7 @@ func TestExampleLoads(t *testing.T) {
 	if len(cfg.Neighbors) != 1 || cfg.Neighbors[0].Address != netip.MustParseAddr("127.0.0.2") || cfg.Neighbors[0].Port != 1790 {
 		t.Fatalf("neighbors = %+v", cfg.Neighbors)
 	}
-	if got := cfg.Neighbors[0].Families; len(got) != 2 || got[0] != flowspec.IPv4 || got[1] != flowspec.IPv6 {
+	if got := cfg.Neighbors[0].Families; len(got) != 3 || got[0] != flowspec.IPv4 || got[1] != flowspec.IPv6 || got[2] != flowspec.IPv4Unicast {
 		t.Errorf("families = %v", got)
 	}
 	if cfg.Store.Driver != "sqlite" || !strings.HasPrefix(cfg.Store.Path, "./data/") || !strings.HasPrefix(cfg.API.Socket, "./data/") {
@@ -30,6 +30,15 @@ func TestExampleLoads(t *testing.T) {
 	}
 	if cfg.Reconcile.ResyncInterval != 5*time.Minute || cfg.Site != "lab" {
 		t.Errorf("reconcile/site = %+v %q", cfg.Reconcile, cfg.Site)
+	}
+	if n := cfg.Neighbors[0]; n.HoldTime != 90*time.Second || n.KeepaliveInterval != 30*time.Second || n.MultihopTTL != 2 || n.GracefulRestart {
+		t.Errorf("neighbor session = %+v", n.Session)
+	}
+	if cfg.RTBH.NextHopIPv4 != DefaultNextHopIPv4 || cfg.RTBH.NextHopIPv6 != DefaultNextHopIPv6 {
+		t.Errorf("rtbh = %+v", cfg.RTBH)
+	}
+	if g := cfg.Guardrails; len(g.Safelist) != 0 || g.MaxTTL != 0 || g.Lengths(flowspec.IPv4Unicast).Min != 32 {
+		t.Errorf("guardrails = %+v", g)
 	}
 }
 

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
-
-	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // Defaults applied where the file is silent.
@@ -39,14 +37,38 @@ type file struct {
 		ListenPort      *int64   `toml:"listen_port"`
 	} `toml:"bgp"`
 	Neighbors []struct {
-		Address      string   `toml:"address"`
-		ASN          int64    `toml:"asn"`
-		Port         int64    `toml:"port"`
-		LocalAddress string   `toml:"local_address"`
-		Families     []string `toml:"families"`
-		Passive      bool     `toml:"passive"`
-		Description  string   `toml:"description"`
+		Address      string `toml:"address"`
+		Port         int64  `toml:"port"`
+		LocalAddress string `toml:"local_address"`
+		Passive      bool   `toml:"passive"`
+		sessionFile
 	} `toml:"neighbor"`
+	PeerGroups []struct {
+		Name string `toml:"name"`
+		sessionFile
+	} `toml:"peer_group"`
+	DynamicNeighbors []struct {
+		Prefix    string `toml:"prefix"`
+		PeerGroup string `toml:"peer_group"`
+	} `toml:"dynamic_neighbor"`
+	RTBH struct {
+		NextHopIPv4 *string `toml:"next_hop_ipv4"`
+		NextHopIPv6 *string `toml:"next_hop_ipv6"`
+	} `toml:"rtbh"`
+	Guardrails struct {
+		Safelist               []string `toml:"safelist"`
+		RequireTTL             bool     `toml:"require_ttl"`
+		MaxTTL                 string   `toml:"max_ttl"`
+		MaxActiveRules         int64    `toml:"max_active_rules"`
+		MaxRulesPerDestination int64    `toml:"max_rules_per_destination"`
+		MaxNewRulesPerMinute   int64    `toml:"max_new_rules_per_minute"`
+		PrefixLengths          struct {
+			IPv4FlowSpec []int64 `toml:"ipv4_flowspec"`
+			IPv6FlowSpec []int64 `toml:"ipv6_flowspec"`
+			IPv4Unicast  []int64 `toml:"ipv4_unicast"`
+			IPv6Unicast  []int64 `toml:"ipv6_unicast"`
+		} `toml:"prefix_lengths"`
+	} `toml:"guardrails"`
 	Store struct {
 		Driver string `toml:"driver"`
 		Path   string `toml:"path"`
@@ -189,7 +211,7 @@ func (v *validator) build(f *file) *Config {
 	seen := map[netip.Addr]int{}
 	for i, n := range f.Neighbors {
 		key := func(k string) string { return "neighbor." + strconv.Itoa(i) + "." + k }
-		var nb Neighbor
+		nb := Neighbor{Session: v.session(key, &n.sessionFile, true)}
 		a, err := netip.ParseAddr(n.Address)
 		switch {
 		case n.Address == "":
@@ -202,11 +224,6 @@ func (v *validator) build(f *file) *Config {
 				v.add(key("address"), "neighbor %s is configured twice (also neighbor %d): remove one", a, j+1)
 			}
 			seen[a] = i
-		}
-		if n.ASN == 0 {
-			v.add(key("asn"), "missing: set the neighbor's AS number")
-		} else if asn, ok := v.asn(key("asn"), n.ASN); ok {
-			nb.ASN = asn
 		}
 		switch {
 		case n.Port == 0:
@@ -226,21 +243,15 @@ func (v *validator) build(f *file) *Config {
 				nb.LocalAddress = la
 			}
 		}
-		if len(n.Families) == 0 {
-			nb.Families = []flowspec.Family{flowspec.IPv4, flowspec.IPv6}
-		}
-		for _, s := range n.Families {
-			fam, err := flowspec.ParseFamily(s)
-			if err != nil {
-				v.add(key("families"), "%q is not a supported family: use \"ipv4-flowspec\" or \"ipv6-flowspec\"", s)
-				continue
-			}
-			nb.Families = append(nb.Families, fam)
-		}
 		nb.Passive = n.Passive
-		nb.Description = n.Description
+		if nb.Passive && c.BGP.ListenPort < 0 {
+			v.add(key("passive"), "a passive neighbor must dial in, but bgp.listen_port is -1 (no listener)")
+		}
 		c.Neighbors = append(c.Neighbors, nb)
 	}
+	v.dynamic(f, c)
+	v.rtbh(f, c)
+	v.guardrails(f, c)
 
 	// [store]
 	c.Store.Driver = strings.ToLower(orDefault(f.Store.Driver, "sqlite"))
