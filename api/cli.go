@@ -19,7 +19,7 @@ const cliUsage = `usage:
   ribkeeper rule show [--json] ID
   ribkeeper rule withdraw ID
   ribkeeper rule history [--json] ID
-  ribkeeper rib [--json]
+` + routeUsage + `  ribkeeper rib [--json]
   ribkeeper peers [--json]
   ribkeeper status [--json]
 `
@@ -94,6 +94,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			return c.ruleHistory(ctx, args[2:])
 		}
 		return usagef("rule: unknown subcommand %q", args[1])
+	case "route", "routes":
+		return c.route(ctx, args[1:])
 	case "rib":
 		return c.rib(ctx, args[1:])
 	case "peers":

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -301,4 +302,31 @@ func (l *Limiter) Allow(now time.Time, n, limit int) (bool, time.Duration) {
 func RateViolation(rule flowspec.Rule, index, limit int, retry time.Duration) *Violation {
 	return &Violation{Guardrail: MaxNewPerMinute, Rule: rule.String(), Index: index, Field: "text",
 		Msg: fmt.Sprintf("more than %d new rules in one minute; retry in %s", limit, retry.Round(time.Second))}
+}
+
+// Holder is the current guardrails and the rate limiter's state: a
+// configuration reload swaps the Config atomically while writes go on,
+// and the limiter's window survives it.
+type Holder struct {
+	cfg atomic.Pointer[Config]
+	// Limiter is the rate limit on new rules.
+	Limiter Limiter
+}
+
+// NewHolder returns a Holder with c.
+func NewHolder(c Config) *Holder {
+	h := &Holder{}
+	h.Set(c)
+	return h
+}
+
+// Set replaces the guardrails.
+func (h *Holder) Set(c Config) { h.cfg.Store(&c) }
+
+// Config returns the current guardrails (the zero Config before Set).
+func (h *Holder) Config() *Config {
+	if c := h.cfg.Load(); c != nil {
+		return c
+	}
+	return &Config{}
 }

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// CodeGuardrailViolation is the code of a 422 answer: the rule is valid
+// but a guardrail ([guardrails] in the configuration) refuses it. The
+// message names the rule and the guardrail; field is "text" or "ttl"
+// ("rules[i].text" in a batch).
+const CodeGuardrailViolation = "guardrail_violation"
+
+// Guarded returns rules with every write (Upsert, UpsertMany) checked
+// against the guardrails in h first: the safelist, prefix lengths, TTL
+// rules, quotas and the rate of new rules. Writes through the result are
+// serialized so that quotas hold for this process; instances sharing one
+// PostgreSQL store enforce quotas each on their own view.
+func Guarded(rules Rules, h *guard.Holder) Rules {
+	return &guardedRules{Rules: rules, h: h, now: time.Now}
+}
+
+type guardedRules struct {
+	Rules
+	h   *guard.Holder
+	now func() time.Time
+	mu  sync.Mutex
+}
+
+func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.check(ctx, []store.Input{in}, false); err != nil {
+		return store.Rule{}, false, err
+	}
+	return g.Rules.Upsert(ctx, in)
+}
+
+func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.check(ctx, ins, true); err != nil {
+		return nil, err
+	}
+	return g.Rules.UpsertMany(ctx, ins)
+}
+
+// check applies the guardrails to ins; batch selects the field names of
+// POST /v1/rules/batch.
+func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool) error {
+	cfg := g.h.Config()
+	now := g.now()
+	gins := make([]guard.Input, len(ins))
+	for i, in := range ins {
+		gins[i] = guard.Input{Rule: in.Rule}
+		if !in.ExpiresAt.IsZero() {
+			// The handler turned the TTL into an expiry a moment ago.
+			gins[i].TTL = in.ExpiresAt.Sub(now).Round(time.Second)
+		}
+	}
+	var active []flowspec.Match
+	if cfg.NeedsActive() || cfg.MaxNewRulesPerMinute > 0 {
+		rs, err := g.Rules.List(ctx, store.Active)
+		if err != nil {
+			return err
+		}
+		active = make([]flowspec.Match, 0, len(rs))
+		for _, r := range rs {
+			// Rules on their way out do not count; storing one again
+			// cancels its withdrawal, which makes it new.
+			if !r.WithdrawRequested && r.Rule.Match.IsValid() {
+				active = append(active, r.Rule.Match)
+			}
+		}
+	}
+	if v := cfg.Check(gins, active); v != nil {
+		return violationError(v, batch)
+	}
+	if n := guard.New(gins, active); n > 0 {
+		if ok, retry := g.h.Limiter.Allow(now, n, cfg.MaxNewRulesPerMinute); !ok {
+			return violationError(guard.RateViolation(ins[len(ins)-1].Rule, len(ins)-1, cfg.MaxNewRulesPerMinute, retry), batch)
+		}
+	}
+	return nil
+}
+
+// violationError is the 422 answer for v.
+func violationError(v *guard.Violation, batch bool) *Error {
+	field := v.Field
+	if batch {
+		field = fmt.Sprintf("rules[%d].%s", v.Index, v.Field)
+	}
+	return newError(http.StatusUnprocessableEntity, CodeGuardrailViolation, field, "%s", oneLine(v.Error()))
+}
+
+// IsGuardrailViolation reports whether err is a guardrail's refusal.
+func IsGuardrailViolation(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeGuardrailViolation
+}

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+const routeUsage = `  ribkeeper route add PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b]
+                     [--community AS:N,...] [--next-hop ADDR]
+  ribkeeper route list [--state S] [--json]
+  ribkeeper route withdraw ID
+`
+
+// route runs "route add|list|withdraw": RTBH routes are rules of the
+// ipv4-unicast/ipv6-unicast families ("route PREFIX then blackhole"), so
+// these commands build that text and use the rule routes of the API.
+func (c *cli) route(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("route: missing subcommand (add, list, withdraw)")
+	}
+	switch args[0] {
+	case "add":
+		return c.routeAdd(ctx, args[1:])
+	case "list", "ls":
+		return c.routeList(ctx, args[1:])
+	case "withdraw", "rm", "delete":
+		return c.ruleWithdraw(ctx, args[1:])
+	}
+	return usagef("route: unknown subcommand %q", args[0])
+}
+
+func (c *cli) routeAdd(ctx context.Context, args []string) error {
+	fs := c.flagSet("route add")
+	blackhole := fs.Bool("blackhole", false, "BLACKHOLE 65535:666 + NO_EXPORT")
+	ttl := fs.String("ttl", "", "time to live, e.g. 30m")
+	reason := fs.String("reason", "", "why")
+	sites := fs.String("sites", "", "comma-separated sites")
+	comms := fs.String("community", "", "extra standard communities AS:N, comma-separated")
+	nh := fs.String("next-hop", "", "next hop (default: the site's [rtbh] next hop)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("route add: give exactly one prefix, e.g. 203.0.113.7/32")
+	}
+	if _, perr := netip.ParsePrefix(pos[0]); perr != nil {
+		if _, aerr := netip.ParseAddr(pos[0]); aerr != nil {
+			return usagef("route add: %q is not a prefix such as 203.0.113.7/32", pos[0])
+		}
+	}
+	var acts []string
+	if *blackhole {
+		acts = append(acts, "blackhole")
+	}
+	for _, s := range strings.Split(*comms, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			acts = append(acts, "community "+s)
+		}
+	}
+	if len(acts) == 0 {
+		return usagef("route add: give --blackhole (or --community)")
+	}
+	if *nh != "" {
+		acts = append(acts, "next-hop "+*nh)
+	}
+	text := "route " + pos[0] + " then " + strings.Join(acts, " ")
+	ruleArgs := []string{"--ttl", *ttl, "--reason", *reason, "--sites", *sites, "--", text}
+	if *ttl == "" {
+		ruleArgs = ruleArgs[2:]
+	}
+	return c.ruleAdd(ctx, ruleArgs)
+}
+
+func (c *cli) routeList(ctx context.Context, args []string) error {
+	fs := c.flagSet("route list")
+	asJSON := fs.Bool("json", false, "print JSON")
+	state := fs.String("state", "", "only routes in this state")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("route list: unexpected argument %q", pos[0])
+	}
+	rules, err := c.client.ListRules(ctx, *state)
+	if err != nil {
+		return err
+	}
+	routes := []Rule{}
+	for _, r := range rules {
+		if strings.HasSuffix(r.Family, "-unicast") {
+			routes = append(routes, r)
+		}
+	}
+	if *asJSON {
+		return c.printJSON(ruleList{Rules: routes})
+	}
+	t := newTable(c.stdout, "ID", "STATE", "ROUTE", "EXPIRES", "ANNOUNCED", "REASON")
+	now := c.now()
+	for _, r := range routes {
+		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Text, expiresIn(r.ExpiresAt, now), yesNo(r.Announced), r.Reason)
+	}
+	return t.flush()
+}
