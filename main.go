@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -46,6 +48,10 @@ usage:
   ribkeeper rule show ID [--json]
   ribkeeper rule withdraw ID
   ribkeeper rule history ID [--json]      every change to a rule, with actor
+  ribkeeper route add PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b]
+                                          RTBH: PREFIX with BLACKHOLE + NO_EXPORT to the site's next hop
+  ribkeeper route list [--json]           RTBH routes (rules of the unicast families)
+  ribkeeper route withdraw ID
   ribkeeper rib [--json]                  what the embedded RIB holds
   ribkeeper peers [--json]                BGP sessions and their state
   ribkeeper status [--json]               peers, rule counts, last reconcile pass
@@ -85,11 +91,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg == nil {
 			return code
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d neighbors, store %s)\n", cfg.File, len(cfg.Neighbors), cfg.Store.Driver)
+		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes)\n",
+			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist))
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "rib", "peers", "status":
+	case "rule", "route", "rib", "peers", "status":
 		socket, rest, code := clientSocket(args, stderr)
 		if socket == "" {
 			return code
@@ -197,7 +204,15 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Recorder:           mx,
 	})
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
-	srv := api.New(log.Named("api"), st, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec))
+	guards := guard.NewHolder(cfg.Guardrails)
+	// Guardrails changed while the daemon was down apply before the first
+	// pass announces anything.
+	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), st, &cfg.Guardrails, time.Now()); err != nil {
+		log.Error("checking active rules against the guardrails failed", "error", err)
+	} else if n > 0 {
+		log.Warn("rules withdrawn by guardrails at start", "count", n)
+	}
+	srv := api.New(log.Named("api"), api.Guarded(st, guards), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
@@ -228,6 +243,21 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	goRun("reconcile", rec.Run)
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, st: st, guard: guards, now: time.Now}
+	goRun("reload", func(ctx context.Context) error {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				log.Info("SIGHUP: reloading the configuration", "config", cfg.File)
+				rl.reload(ctx)
+			}
+		}
+	})
 	goRun("api", func(ctx context.Context) error { return srv.Serve(ctx, cfg.API.Socket) })
 	if tcp != nil {
 		goRun("api tcp", func(ctx context.Context) error { return srv.ServeTCP(ctx, *tcp) })
@@ -236,20 +266,6 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	wg.Wait()
 	log.Info("stopped")
 	return firstErr
-}
-
-func bgpConfig(cfg *config.Config) bgp.Config {
-	c := bgp.Config{ASN: cfg.BGP.ASN, RouterID: cfg.BGP.RouterID, ListenPort: cfg.BGP.ListenPort}
-	for _, a := range cfg.BGP.ListenAddresses {
-		c.ListenAddresses = append(c.ListenAddresses, a.String())
-	}
-	for _, n := range cfg.Neighbors {
-		c.Neighbors = append(c.Neighbors, bgp.Neighbor{
-			Address: n.Address, ASN: n.ASN, Port: n.Port, LocalAddress: n.LocalAddress,
-			Families: n.Families, Passive: n.Passive, Description: n.Description,
-		})
-	}
-	return c
 }
 
 // flowspecCmd encodes rule text to wire bytes and back, for operators

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/guard"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// guardrailActor is the actor of changes the guardrails make.
+const guardrailActor = "guardrail"
+
+// bgpConfig maps the configuration to the speaker's.
+func bgpConfig(cfg *config.Config) bgp.Config {
+	c := bgp.Config{ASN: cfg.BGP.ASN, RouterID: cfg.BGP.RouterID, ListenPort: cfg.BGP.ListenPort,
+		RouteNextHop4: cfg.RTBH.NextHopIPv4, RouteNextHop6: cfg.RTBH.NextHopIPv6}
+	for _, a := range cfg.BGP.ListenAddresses {
+		c.ListenAddresses = append(c.ListenAddresses, a.String())
+	}
+	for _, n := range cfg.Neighbors {
+		c.Neighbors = append(c.Neighbors, bgp.Neighbor{
+			Address: n.Address, ASN: n.ASN, Port: n.Port, LocalAddress: n.LocalAddress,
+			Families: n.Families, Passive: n.Passive, Description: n.Description,
+			HoldTime: n.HoldTime, KeepaliveInterval: n.KeepaliveInterval, MultihopTTL: n.MultihopTTL,
+			Password: n.Password, GracefulRestart: n.GracefulRestart, RestartTime: n.RestartTime,
+		})
+	}
+	for _, g := range cfg.PeerGroups {
+		c.PeerGroups = append(c.PeerGroups, bgp.PeerGroup{
+			Name: g.Name, ASN: g.ASN, Families: g.Families, Description: g.Description,
+			HoldTime: g.HoldTime, KeepaliveInterval: g.KeepaliveInterval, MultihopTTL: g.MultihopTTL,
+			Password: g.Password, GracefulRestart: g.GracefulRestart, RestartTime: g.RestartTime,
+		})
+	}
+	for _, d := range cfg.DynamicNeighbors {
+		c.DynamicNeighbors = append(c.DynamicNeighbors, bgp.DynamicNeighbor{Prefix: d.Prefix, PeerGroup: d.PeerGroup})
+	}
+	return c
+}
+
+// restartOnly lists the settings that a reload cannot change, by the key
+// an operator would look for, whose values differ between a and b.
+func restartOnly(a, b *config.Config) []string {
+	var out []string
+	for _, d := range []struct {
+		key  string
+		x, y any
+	}{
+		{"site", a.Site, b.Site},
+		{"log", a.Log, b.Log},
+		{"bgp", a.BGP, b.BGP},
+		{"store", a.Store, b.Store},
+		{"api", a.API, b.API},
+		{"reconcile", a.Reconcile, b.Reconcile},
+	} {
+		if !reflect.DeepEqual(d.x, d.y) {
+			out = append(out, d.key)
+		}
+	}
+	return out
+}
+
+// reloader applies a new configuration file on SIGHUP: neighbors, peer
+// groups and dynamic neighbors (only changed sessions are touched), RTBH
+// next hops and guardrails. The rest needs a restart and is only reported.
+type reloader struct {
+	log   hclog.Logger
+	cur   *config.Config
+	sp    *bgp.Speaker
+	st    *store.Store
+	guard *guard.Holder
+	now   func() time.Time
+}
+
+// reload reads the file again and applies it. A file with errors changes
+// nothing; every error is logged with its key and line.
+func (r *reloader) reload(ctx context.Context) error {
+	next, err := config.Load(r.cur.File)
+	if err != nil {
+		r.log.Error("reload refused: the configuration has errors; nothing changed", "config", r.cur.File, "error", err)
+		return err
+	}
+	if keys := restartOnly(r.cur, next); len(keys) > 0 {
+		r.log.Error("reload: these settings changed but only take effect after a restart", "config", r.cur.File, "sections", keys)
+	}
+	ch, err := r.sp.Reconfigure(ctx, bgpConfig(next))
+	if err != nil {
+		r.log.Error("reload: neighbors only partly applied", "error", err)
+	} else {
+		r.log.Info("reload: neighbors applied", "added", len(ch.Added), "removed", len(ch.Removed),
+			"changed", len(ch.Changed), "unchanged", len(ch.Unchanged), "dynamic_changed", ch.DynamicChanged)
+	}
+	r.sp.SetRouteNextHops(next.RTBH.NextHopIPv4, next.RTBH.NextHopIPv6)
+	r.guard.Set(next.Guardrails)
+	n, gerr := enforceGuardrails(ctx, r.log, r.st, &next.Guardrails, r.now())
+	if gerr != nil {
+		r.log.Error("reload: checking active rules against the guardrails failed; retry with another SIGHUP", "error", gerr)
+	}
+	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n)
+	r.cur = next
+	if err != nil {
+		return err
+	}
+	return gerr
+}
+
+// enforceGuardrails withdraws the active rules of this site that break a
+// per-rule guardrail (safelist, prefix lengths, TTL), with actor
+// "guardrail". The rule's reason is extended with the guardrail and why,
+// so rule show and rule history say why it went.
+func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *guard.Config, now time.Time) (int, error) {
+	rules, err := st.ActiveRules(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rules {
+		if r.WithdrawRequested || !r.Rule.IsValid() {
+			continue
+		}
+		var remaining time.Duration
+		if !r.ExpiresAt.IsZero() {
+			if remaining = r.ExpiresAt.Sub(now); remaining <= 0 {
+				continue // expiring anyway
+			}
+		}
+		v := g.CheckActive(r.Rule, remaining)
+		if v == nil {
+			continue
+		}
+		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
+		reason := why
+		if r.Reason != "" {
+			reason = r.Reason + " [" + why + "]"
+		}
+		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Sites: r.Sites}); err != nil {
+			log.Warn("guardrail: could not record the reason", "rule", r.ID, "error", err)
+		}
+		if _, err := st.Withdraw(ctx, r.ID, guardrailActor); err != nil {
+			return n, fmt.Errorf("withdraw rule %d: %w", r.ID, err)
+		}
+		n++
+		log.Warn("rule withdrawn by guardrail", "rule", r.ID, "text", r.Text, "guardrail", v.Guardrail, "why", v.Msg)
+	}
+	return n, nil
+}
