@@ -124,10 +124,14 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
+	// A later input with the same match updates an earlier one: log each
+	// rule once, as what it became (its last occurrence).
+	last := make(map[int64]int, len(stored))
 	for i, sr := range stored {
-		// A later input with the same match updates an earlier one: log
-		// each rule once, as what it became.
-		if i == slices.IndexFunc(stored, func(o store.Rule) bool { return o.ID == sr.ID }) {
+		last[sr.ID] = i
+	}
+	for i, sr := range stored {
+		if last[sr.ID] == i {
 			s.logChange(sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor(r))
 		}
 	}
