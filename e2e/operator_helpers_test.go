@@ -1,0 +1,107 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+)
+
+// appliance is a ribkeeper whose configuration a test writes and rewrites
+// (then reloads with SIGHUP), peering with one BIRD on 127.0.0.2.
+type appliance struct {
+	*daemon
+	bird   *birdtest.Router
+	rkPort int
+	extra  string // sections after [[neighbor]]: [rtbh], [guardrails] ...
+	nb     string // extra keys of the [[neighbor]] table
+}
+
+// startAppliance starts BIRD (with o's password) and ribkeeper with the
+// neighbor keys nb and the extra sections, waiting for the session unless
+// wait is false.
+func startAppliance(t *testing.T, o birdtest.Options, nb, extra string, wait bool) *appliance {
+	t.Helper()
+	birdtest.Binary(t)
+	dir := t.TempDir()
+	a := &appliance{rkPort: birdtest.FreePort(t, "127.0.0.1"), extra: extra, nb: nb}
+	o.Address, o.ASN = "127.0.0.2", 65001
+	o.Port = birdtest.FreePort(t, o.Address)
+	o.Peers = []birdtest.Peer{{Address: "127.0.0.1", Port: a.rkPort, ASN: 65000}}
+	a.bird = birdtest.Start(t, o)
+	a.daemon = &daemon{t: t, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
+	a.write()
+	t.Cleanup(a.stop)
+	a.start()
+	if wait {
+		waitFor(t, 30*time.Second, "BGP session established", func() bool { return a.bird.Established(0) })
+	}
+	return a
+}
+
+func (a *appliance) write() {
+	a.t.Helper()
+	conf := fmt.Sprintf(`site = "op"
+[log]
+level = "debug"
+[bgp]
+asn = 65000
+router_id = "127.0.0.1"
+listen_addresses = ["127.0.0.1"]
+listen_port = %d
+[[neighbor]]
+address = "127.0.0.2"
+asn = 65001
+port = %d
+local_address = "127.0.0.1"
+multihop_ttl = 2
+families = ["ipv4-flowspec", "ipv4-unicast", "ipv6-unicast"]
+%s
+[store]
+path = %q
+[api]
+socket = %q
+%s`, a.rkPort, a.bird.Port, a.nb, filepath.Join(a.dir, "rk.db"), a.socket, a.extra)
+	if err := os.WriteFile(a.conf, []byte(conf), 0o600); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// reload rewrites the configuration with extra and sends SIGHUP.
+func (a *appliance) reload(extra string) {
+	a.t.Helper()
+	a.extra = extra
+	a.write()
+	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// since is BIRD's "show protocols" line of the session; its since column
+// changes whenever the session restarts.
+func (a *appliance) since() string {
+	a.t.Helper()
+	out, err := a.bird.Birdc("show", "protocols", "up0")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "up0") {
+			return strings.Join(strings.Fields(l), " ")
+		}
+	}
+	return ""
+}
+
+func hasRoute(net string) func(map[string]birdtest.Route) bool {
+	return func(m map[string]birdtest.Route) bool { _, ok := m[net]; return ok }
+}
+
+func noRoute(net string) func(map[string]birdtest.Route) bool {
+	return func(m map[string]birdtest.Route) bool { _, ok := m[net]; return !ok }
+}
