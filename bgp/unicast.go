@@ -90,6 +90,11 @@ func (s *Speaker) SetRouteNextHops(nh4, nh6 netip.Addr) {
 	s.routes.nh4, s.routes.nh6 = nh4, nh6
 	s.routes.mu.Unlock()
 	if changed {
+		// What Paths reports changed although the RIB did not: readers
+		// that skip work while the generation stands still must look.
+		s.mirror.mu.Lock()
+		s.mirror.gen++
+		s.mirror.mu.Unlock()
 		s.log.Info("route next hops changed", "next_hop_ipv4", nh4, "next_hop_ipv6", nh6)
 		s.signal()
 	}

@@ -46,7 +46,11 @@ func TestRouteSiteNextHop(t *testing.T) {
 		return m[r4.Match] == r4.Action && m[explicit.Match] == explicit.Action
 	})
 
+	gen := s.Generation()
 	s.SetRouteNextHops(netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("100::1"))
+	if s.Generation() == gen {
+		t.Error("a next-hop change left the mirror generation unchanged: a reconciler would skip the drift")
+	}
 	m := mirrorOf(s)
 	if got, want := m[r4.Match], r4.Action.WithNextHop(nh4); got != want {
 		t.Errorf("after a next-hop change the mirror shows %v, want %v", got, want)
