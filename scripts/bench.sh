@@ -1,12 +1,45 @@
 #!/usr/bin/env bash
 # Runs every benchmark once, side by side with raw GoBGP where a pair exists,
 # and writes BENCHMARKS.md from that run (raw output in bench.out).
+#
+# Two go test invocations:
+#  1. the scenario benchmarks (whole-system runs against BIRD and in-process
+#     loops; each op is one complete scenario), with -benchtime 1x;
+#  2. every other (micro) benchmark with the normal BENCHTIME.
+# Sizes: RIBKEEPER_BENCH_RULES (100000), RIBKEEPER_BENCH_CHURN (1000000),
+# RIBKEEPER_BENCH_REPAIRS (1000), RIBKEEPER_BENCH_EXPIRING (10000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 BENCHTIME=${BENCHTIME:-1s}
-cmd="$GO test -run ^\$ -bench . -benchmem -benchtime $BENCHTIME -timeout 60m ./..."
-echo "$cmd"
-$GO test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" -timeout 60m ./... 2>&1 | tee bench.out
-$GO run ./scripts/benchreport -in bench.out -out BENCHMARKS.md -cmd "make bench  # $cmd"
+SCENARIOS='^Benchmark(Bulk|Restart|Churn|ResyncPass|DriftRepair|ExpiryLateness|Propagation)$'
+export RIBKEEPER_BENCH_RULES=${RIBKEEPER_BENCH_RULES:-100000}
+export RIBKEEPER_BENCH_CHURN=${RIBKEEPER_BENCH_CHURN:-1000000}
+export RIBKEEPER_BENCH_REPAIRS=${RIBKEEPER_BENCH_REPAIRS:-1000}
+export RIBKEEPER_BENCH_EXPIRING=${RIBKEEPER_BENCH_EXPIRING:-10000}
+
+sizes="RIBKEEPER_BENCH_RULES=$RIBKEEPER_BENCH_RULES RIBKEEPER_BENCH_CHURN=$RIBKEEPER_BENCH_CHURN RIBKEEPER_BENCH_REPAIRS=$RIBKEEPER_BENCH_REPAIRS RIBKEEPER_BENCH_EXPIRING=$RIBKEEPER_BENCH_EXPIRING"
+cmd1="$GO test -run '^\$' -bench '$SCENARIOS' -benchtime 1x -timeout 60m ./e2e/"
+cmd2="$GO test -run '^\$' -bench . -skip '$SCENARIOS' -benchmem -benchtime $BENCHTIME -timeout 60m ./..."
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+started=$(date +%s)
+
+echo "$sizes"
+echo "$cmd1"
+# A failing benchmark must not lose the others' figures: report, then fail.
+status=0
+$GO test -run '^$' -bench "$SCENARIOS" -benchtime 1x -timeout 60m ./e2e/ 2>&1 | tee bench.out || status=1
+echo "$cmd2"
+$GO test -run '^$' -bench . -skip "$SCENARIOS" -benchmem -benchtime "$BENCHTIME" -timeout 60m ./... 2>&1 | tee -a bench.out || status=1
+
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+minutes=$(( ($(date +%s) - started + 59) / 60 ))
+$GO run ./scripts/benchreport -in bench.out -out BENCHMARKS.md \
+	-cmd "make bench  # $sizes; $cmd1; $cmd2" \
+	-env "cores: $(nproc); load average (1/5/15 min) before: $load_before, after: $load_after; wall time: ${minutes} min" \
+	-notes scripts/benchreport/NOTES.md
 echo "wrote BENCHMARKS.md"
+if [ "$status" != 0 ]; then
+	echo "some benchmarks failed: see bench.out" >&2
+fi
+exit "$status"

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// A target is one figure of issue 5's "Benchmarks" section, computed from
+// the results of the same run and compared with its goal.
+type target struct {
+	what string // the figure
+	goal string // the goal, as the issue states it
+	// eval returns the figure as text and whether it meets the goal; ok is
+	// false when the run lacks the results it needs.
+	eval func(g getter) (figure string, met, ok bool)
+}
+
+// getter looks a metric up by benchmark name (without package and -procs).
+type getter func(name, unit string) (float64, bool)
+
+func ratio(num, den, unit string, good func(float64) bool, format string) func(getter) (string, bool, bool) {
+	return func(g getter) (string, bool, bool) {
+		a, ok1 := g(num, unit)
+		b, ok2 := g(den, unit)
+		if !ok1 || !ok2 || b == 0 {
+			return "", false, false
+		}
+		r := a / b
+		return fmt.Sprintf(format, r, num, num2(a), den, num2(b), unit), good(r), true
+	}
+}
+
+func below(name, unit string, limit float64) func(getter) (string, bool, bool) {
+	return func(g getter) (string, bool, bool) {
+		v, ok := g(name, unit)
+		if !ok {
+			return "", false, false
+		}
+		return fmt.Sprintf("%s %s (%s)", num2(v), unit, name), v < limit, true
+	}
+}
+
+func num2(v float64) string { return num(v) }
+
+var targets = []target{
+	{
+		what: "Bulk: API → BIRD rate, ribkeeper ÷ raw GoBGP",
+		goal: "≥ 0.8×",
+		eval: ratio("BenchmarkBulk/ours", "BenchmarkBulk/gobgp", "rules/s",
+			func(r float64) bool { return r >= 0.8 }, "%.2f× (%s %s vs %s %s %s)"),
+	},
+	{
+		what: "Restart recovery: exec → BIRD full, ÷ GoBGP's initial sync",
+		goal: "≤ 1.2×",
+		eval: ratio("BenchmarkRestart/ours", "BenchmarkRestart/gobgp", "s",
+			func(r float64) bool { return r <= 1.2 }, "%.2f× (%s %s vs %s %s %s)"),
+	},
+	{
+		what: "Full resync pass, nothing to change (daemon loop, periodic pass, p50)",
+		goal: "< 100 ms, no ListPath",
+		eval: func(g getter) (string, bool, bool) {
+			v, ok := g("BenchmarkResyncPass", "pass-p50-ms")
+			if !ok {
+				return "", false, false
+			}
+			w, _ := g("BenchmarkResyncPass", "rib-writes")
+			n, _ := g("BenchmarkResyncPass", "rules")
+			return fmt.Sprintf("%s ms at %s rules, %s RIB writes; RIB read from the mirror only", num(v), num(n), num(w)), v < 100 && w == 0, true
+		},
+	},
+	{
+		what: "Full resync pass at 100k (reconcile.BenchmarkFullPass100k)",
+		goal: "< 100 ms",
+		eval: nsBelow("BenchmarkFullPass100k", 100),
+	},
+	{
+		what: "Converged pass at 100k (reconcile.BenchmarkConvergedPass100k)",
+		goal: "< 100 ms",
+		eval: nsBelow("BenchmarkConvergedPass100k", 100),
+	},
+	{
+		what: "Drift repair: withdrawn behind our back → back in the RIB, p99",
+		goal: "< 50 ms",
+		eval: below("BenchmarkDriftRepair", "p99-ms", 50),
+	},
+	{
+		what: "Expiry lateness: expires_at → path gone from the RIB, p99",
+		goal: "< 50 ms",
+		eval: below("BenchmarkExpiryLateness", "p99-ms", 50),
+	},
+	{
+		what: "Memory: ribkeeper's own RSS per path (ribkeeper − raw GoBGP) ÷ GoBGP's per path",
+		goal: "≤ 50%",
+		eval: func(g getter) (string, bool, bool) {
+			o, ok1 := g("BenchmarkBulk/ours", "B-rss/path")
+			r, ok2 := g("BenchmarkBulk/gobgp", "B-rss/path")
+			if !ok1 || !ok2 || r == 0 {
+				return "", false, false
+			}
+			own := o - r
+			return fmt.Sprintf("%.0f%% (ribkeeper %s B/path, GoBGP %s B/path, own %s B/path)", 100*own/r, num(o), num(r), num(own)), own <= r/2, true
+		},
+	},
+	{
+		what: "Memory after churn: RSS growth per distinct rule churned through a 10k live set",
+		goal: "bounded (< 100 B/rule; GoBGP v3.37.0 leaks a table entry per NLRI)",
+		eval: func(g getter) (string, bool, bool) {
+			o, ok := g("BenchmarkChurn/ours", "B-rss/churned")
+			if !ok {
+				return "", false, false
+			}
+			mbv, _ := g("BenchmarkChurn/ours", "MB-rss")
+			n, _ := g("BenchmarkChurn/ours", "rules")
+			s := fmt.Sprintf("%s B/rule, %s MB RSS after %s rules", num(o), num(mbv), num(n))
+			if r, ok := g("BenchmarkChurn/gobgp", "B-rss/churned"); ok {
+				rm, _ := g("BenchmarkChurn/gobgp", "MB-rss")
+				s += fmt.Sprintf("; raw GoBGP %s B/rule, %s MB", num(r), num(rm))
+			}
+			return s, o < 100, true
+		},
+	},
+}
+
+func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {
+	return func(g getter) (string, bool, bool) {
+		v, ok := g(name, "ns/op")
+		if !ok {
+			return "", false, false
+		}
+		return fmt.Sprintf("%.1f ms", v/1e6), v/1e6 < ms, true
+	}
+}
+
+func reportTargets(w io.Writer, results []*result) {
+	g := func(name, unit string) (float64, bool) {
+		for _, r := range results {
+			if r.name == name {
+				v, ok := r.metrics[unit]
+				return v, ok
+			}
+		}
+		return 0, false
+	}
+	fmt.Fprintf(w, "## Targets (issue 5)\n\n| figure | goal | this run | met |\n|---|---|---|---|\n")
+	for _, t := range targets {
+		fig, met, ok := t.eval(g)
+		verdict := "no"
+		switch {
+		case !ok:
+			fig, verdict = "not in this run", "-"
+		case met:
+			verdict = "yes"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.what, t.goal, strings.ReplaceAll(fig, "|", "/"), verdict)
+	}
+	fmt.Fprintln(w)
+}
