@@ -33,9 +33,17 @@ echo "$cmd2"
 $GO test -run '^$' -bench . -skip "$SCENARIOS" -benchmem -benchtime "$BENCHTIME" -timeout 60m ./... 2>&1 | tee -a bench.out || status=1
 
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+# The code measured: a commit, and whether the working tree differed from it.
+if commit=$(git rev-parse --short HEAD 2>/dev/null); then
+	dirty=$(git status --porcelain --untracked-files=no -- ':!BENCHMARKS.md' | wc -l)
+	[ "$dirty" = 0 ] || commit="$commit + $dirty modified files"
+else
+	commit=${RIBKEEPER_BENCH_COMMIT:-unknown}
+fi
 minutes=$(( ($(date +%s) - started + 59) / 60 ))
 $GO run ./scripts/benchreport -in bench.out -out BENCHMARKS.md \
 	-cmd "make bench  # $sizes; $cmd1; $cmd2" \
+	-env "code: $commit" \
 	-env "cores: $(nproc); load average (1/5/15 min) before: $load_before, after: $load_after; wall time: ${minutes} min" \
 	-notes scripts/benchreport/NOTES.md
 echo "wrote BENCHMARKS.md"
