@@ -32,6 +32,9 @@ type mirror struct {
 	readyCh     chan struct{}
 	// gen counts changes to paths and readiness (see Speaker.Generation).
 	gen uint64
+	// epoch numbers the RIB watches: events of an earlier watch (before a
+	// Restart) are dropped.
+	epoch uint64
 }
 
 func (m *mirror) init() {
@@ -60,6 +63,26 @@ func (s *Speaker) Generation() uint64 {
 	s.mirror.mu.RLock()
 	defer s.mirror.mu.RUnlock()
 	return s.mirror.gen
+}
+
+// reopen empties the mirror for a new RIB watch (Restart): not ready
+// until the new watch's snapshot arrives; events of older watches are
+// dropped from now on.
+func (m *mirror) reopen() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ready, m.closed = false, false
+	m.epoch++
+	m.gen++
+	clear(m.paths)
+	clear(m.byFamily)
+	m.readyCh = make(chan struct{})
+}
+
+func (m *mirror) currentEpoch() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.epoch
 }
 
 // counts returns the number of mirrored paths per family.
@@ -147,14 +170,18 @@ func (s *Speaker) watchRIB(ctx, wctx context.Context) error {
 	}}
 	if err := s.call(ctx, "watch rib", func() error {
 		// wctx, not a call-scoped context: GoBGP stops the watch when it ends.
-		return s.srv.WatchEvent(wctx, req, s.onTableEvent)
+		epoch := s.mirror.currentEpoch()
+		return s.srv.WatchEvent(wctx, req, func(ev *api.WatchEventResponse) { s.onTableEvent(epoch, ev) })
 	}); err != nil {
 		return err
 	}
+	s.mirror.mu.RLock()
+	readyCh := s.mirror.readyCh
+	s.mirror.mu.RUnlock()
 	t := time.NewTimer(s.timeout)
 	defer t.Stop()
 	select {
-	case <-s.mirror.readyCh:
+	case <-readyCh:
 		return nil
 	case <-t.C:
 		return &TimeoutError{Op: "rib snapshot", After: s.timeout}
@@ -167,7 +194,7 @@ func (s *Speaker) watchRIB(ctx, wctx context.Context) error {
 // lock; under it the map is updated and nothing else. Events queue in
 // GoBGP's unbounded buffer, so a slow callback delays the mirror but never
 // blocks the server loop.
-func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
+func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 	t := ev.GetTable()
 	if t == nil {
 		return
@@ -208,11 +235,12 @@ func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
 	}
 
 	s.mirror.mu.Lock()
-	if s.mirror.closed {
+	if s.mirror.closed || s.mirror.epoch != epoch {
 		s.mirror.mu.Unlock()
 		return
 	}
 	first := !s.mirror.ready
+	readyCh := s.mirror.readyCh
 	changed := first
 	for _, u := range ups {
 		if u.del {
@@ -240,7 +268,7 @@ func (s *Speaker) onTableEvent(ev *api.WatchEventResponse) {
 	s.mirror.mu.Unlock()
 
 	if first {
-		close(s.mirror.readyCh)
+		close(readyCh)
 	}
 	if changed {
 		s.signal()

@@ -53,6 +53,7 @@ func (s *Speaker) Announce(ctx context.Context, r flowspec.Rule) error {
 		return err
 	}
 	p := s.wirePath(r.Match, r.Action, false)
+	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
 	return s.call(ctx, "announce", func() error {
 		_, err := srv.AddPath(context.Background(), &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: p})
 		return err
@@ -75,9 +76,10 @@ func (s *Speaker) Withdraw(ctx context.Context, m flowspec.Match) error {
 	// Deleting by path (NLRI + family) is a direct lookup; deleting by the
 	// UUID AddPath returned scans the whole RIB.
 	p := s.wirePath(m, flowspec.Action{}, true)
-	return s.call(ctx, "withdraw", func() error {
+	err = s.call(ctx, "withdraw", func() error {
 		return srv.DeletePath(context.Background(), &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p})
 	})
+	return err
 }
 
 // checkMatch refuses what GoBGP v3.37.0 cannot carry correctly: NLRI

@@ -138,6 +138,10 @@ func (s *Speaker) onPeerEvent(ev *api.WatchEventResponse) {
 	if known && old == st {
 		return
 	}
+	if known && st == api.PeerState_ESTABLISHED {
+		s.restarts.peerUps.Add(1)
+	}
+	go s.refreshDelivery()
 	if known {
 		s.log.Info("peer state", "peer", addr, "from", stateName(old), "to", stateName(st))
 	}

@@ -55,6 +55,13 @@ type Config struct {
 	ListenPort      int32    // -1: no listener (tests); 0: 179
 	Neighbors       []Neighbor
 
+	// GRPCListen, if set ("127.0.0.1:50051"), starts GoBGP's own gRPC API
+	// there, for the stock gobgp CLI. It has no authentication: anything
+	// added or deleted through it is drift that the reconciler repairs.
+	// Non-loopback addresses are refused unless GRPCAllowRemote is set.
+	GRPCListen      string
+	GRPCAllowRemote bool
+
 	// CallTimeout bounds each call into GoBGP (0: DefaultCallTimeout).
 	CallTimeout time.Duration
 
@@ -119,10 +126,13 @@ type Speaker struct {
 	fam6   *api.Family
 	cancel context.CancelFunc // stops the watches
 
-	mirror  mirror
-	routes  routeState
-	peers   peerTable
-	changes chan struct{}
+	mirror mirror
+	// delivery and restarts: see delivery.go and restart.go.
+	delivery deliveryTable
+	restarts restartState
+	routes   routeState
+	peers    peerTable
+	changes  chan struct{}
 
 	mu      sync.Mutex
 	started bool
@@ -188,17 +198,30 @@ func (s *Speaker) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	s.srv = server.NewBgpServer(server.LoggerOption(newGoBGPLogger(s.log.Named("gobgp"), s.observeGoBGP)))
+	opts := []server.ServerOption{server.LoggerOption(newGoBGPLogger(s.log.Named("gobgp"), s.observeGoBGP))}
+	if s.cfg.GRPCListen != "" {
+		if err := checkGRPCListen(s.cfg.GRPCListen, s.cfg.GRPCAllowRemote); err != nil {
+			return err
+		}
+		opts = append(opts, server.GrpcListenAddress(s.cfg.GRPCListen))
+		s.log.Warn("GoBGP gRPC API enabled (no authentication)", "addr", s.cfg.GRPCListen)
+	}
+	s.srv = server.NewBgpServer(opts...)
 	go s.srv.Serve()
-	wctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	s.started = true
 	defer func() {
 		if err != nil {
 			s.stopLocked()
 		}
 	}()
+	return s.boot(ctx)
+}
 
+// boot starts BGP on s.srv: global config, import policy, watches, peers.
+// Start runs it once; Restart again on the same server after StopBgp.
+func (s *Speaker) boot(ctx context.Context) error {
+	wctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	global := &api.Global{
 		Asn:             s.cfg.ASN,
 		RouterId:        s.cfg.RouterID.String(),
@@ -250,7 +273,8 @@ func (s *Speaker) stopLocked() {
 	s.stopped = true
 	s.cancel()
 	err := s.call(context.Background(), "stop", func() error {
-		return s.srv.StopBgp(context.Background(), &api.StopBgpRequest{})
+		s.srv.Stop() // StopBgp, then the gRPC listener if any
+		return nil
 	})
 	if err != nil {
 		s.log.Warn("stopping GoBGP", "error", err)

@@ -1,0 +1,129 @@
+package bgp
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+
+	api "github.com/osrg/gobgp/v3/api"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// Per-peer delivery without reading any Adj-RIB-Out.
+//
+// Why a path in the mirror is in every established peer's Adj-RIB-Out for
+// its family (GoBGP v3.37.0, pkg/server): the mirror holds the global
+// RIB's BEST local paths. GoBGP sends a peer the best path of each
+// destination of every family negotiated with it (getBestFromLocal /
+// propagateUpdate), through the peer's export policy. ribkeeper installs
+// none (the global export policy is accept-all), marks no peer a
+// route-server client, and the one exclusion GoBGP applies (never send a
+// path back to the peer it came from) cannot hit a local path. So the
+// peers a path goes to are exactly the established peers that negotiated
+// its family, and that set only changes on session state changes, which
+// the peer watch reports: Delivery keeps it from one ListPeer per change,
+// never per rule. TestDeliveryMatchesAdjRibOut checks this against
+// ListPath(ADJ_OUT), which copies tables and stays out of the hot path.
+// A path GoBGP has accepted but not yet written to a socket counts as
+// delivered (as in PeerStatus.Sent).
+
+// deliveryTable is the established peers and the families they
+// negotiated, refreshed after every peer state change.
+type deliveryTable struct {
+	mu sync.RWMutex
+	// peers maps each configured neighbor's address to the families it
+	// has negotiated; nil for a peer that is not established.
+	peers map[string][]flowspec.Family
+	// configured maps each configured neighbor to its configured families.
+	configured map[string][]flowspec.Family
+
+	refreshing sync.Mutex
+}
+
+// Delivery returns the established peers (addresses, sorted) whose
+// Adj-RIB-Out holds the path for m, and the number of configured peers
+// that carry m's family. peers is empty when the path is not in the RIB.
+func (s *Speaker) Delivery(m flowspec.Match) (peers []string, total int) {
+	_, inRIB := s.Lookup(m)
+	s.delivery.mu.RLock()
+	defer s.delivery.mu.RUnlock()
+	for addr, fams := range s.delivery.configured {
+		if !slices.Contains(fams, m.Family()) {
+			continue
+		}
+		total++
+		if inRIB && slices.Contains(s.delivery.peers[addr], m.Family()) {
+			peers = append(peers, addr)
+		}
+	}
+	slices.SortFunc(peers, func(a, b string) int {
+		aa, _ := netip.ParseAddr(a)
+		ba, _ := netip.ParseAddr(b)
+		return aa.Compare(ba)
+	})
+	return peers, total
+}
+
+// refreshDelivery re-reads the peers' negotiated families (one ListPeer)
+// and wakes the reconciler. It runs off GoBGP's goroutines; concurrent
+// requests merge.
+func (s *Speaker) refreshDelivery() {
+	if !s.delivery.refreshing.TryLock() {
+		// One is running; it may have read before the latest change, so
+		// run once more after it.
+		go func() {
+			s.delivery.refreshing.Lock()
+			s.delivery.refreshing.Unlock()
+			s.refreshDelivery()
+		}()
+		return
+	}
+	defer s.delivery.refreshing.Unlock()
+	srv, err := s.running()
+	if err != nil {
+		return
+	}
+	peers := make(map[string][]flowspec.Family)
+	configured := make(map[string][]flowspec.Family)
+	err = s.call(context.Background(), "list peers (delivery)", func() error {
+		return srv.ListPeer(context.Background(), &api.ListPeerRequest{}, func(p *api.Peer) {
+			if p.Conf == nil {
+				return
+			}
+			addr := p.Conf.NeighborAddress
+			var conf []flowspec.Family
+			for _, af := range p.AfiSafis {
+				if af.Config == nil || !af.Config.Enabled {
+					continue
+				}
+				if f, ok := familyOf(af.Config.Family); ok {
+					conf = append(conf, f)
+				}
+			}
+			configured[addr] = conf
+			if p.State == nil || p.State.SessionState != api.PeerState_ESTABLISHED {
+				return
+			}
+			var neg []flowspec.Family
+			for _, c := range p.State.RemoteCap {
+				var mp api.MultiProtocolCapability
+				if !c.MessageIs(&mp) || c.UnmarshalTo(&mp) != nil {
+					continue
+				}
+				if f, ok := familyOf(mp.Family); ok && slices.Contains(conf, f) {
+					neg = append(neg, f)
+				}
+			}
+			peers[addr] = neg
+		})
+	})
+	if err != nil {
+		s.log.Warn("cannot read peer families for delivery status", "err", err)
+		return
+	}
+	s.delivery.mu.Lock()
+	s.delivery.peers, s.delivery.configured = peers, configured
+	s.delivery.mu.Unlock()
+}
