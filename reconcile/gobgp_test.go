@@ -153,3 +153,74 @@ func TestGoBGPLifecycle(t *testing.T) {
 		t.Errorf("RIB after lifecycle = %v, want only rule %d", rib, keep.ID)
 	}
 }
+
+// TestGoBGPSkipAndRestart: with the real store and speaker, a pass with
+// nothing changed skips the walk, while any change on either side (store
+// write, path deleted behind our back, speaker restart) is repaired.
+func TestGoBGPSkipAndRestart(t *testing.T) {
+	st, sp := realParts(t)
+	ctx := context.Background()
+	const n = 30
+	for i := range n {
+		if _, _, err := st.Upsert(ctx, store.Input{Rule: testRule(t, i, discard()), ExpiresAt: time.Now().Add(time.Hour), Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(testLogger(t), st, sp, Config{AnnounceRate: 200}) // 10 per batch
+	settle := func(what string) PassResult {
+		t.Helper()
+		var res PassResult
+		eventually(t, 10*time.Second, what, func() bool {
+			r.runPass(ctx, false)
+			res = r.LastPass()
+			return !res.Changed() && res.Pending == 0 && res.Errors == 0
+		})
+		return res
+	}
+	r.runPass(ctx, true)
+	settle("initial convergence")
+	if res := settle("a quiet pass"); !res.Skipped || res.Adopted != n {
+		t.Fatalf("nothing changed, pass = %+v", res)
+	}
+	if !maps.Equal(ribOf(sp), desiredOf(t, st)) {
+		t.Fatal("RIB differs from desired state")
+	}
+
+	// Store change: read incrementally, not skipped.
+	rule := testRule(t, 3, rateLimit(100))
+	if _, _, err := st.Upsert(ctx, store.Input{Rule: rule, Actor: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	r.runPass(ctx, false)
+	if res := r.LastPass(); res.Skipped || res.Updated != 1 || res.Full {
+		t.Fatalf("after a store change: %+v", res)
+	}
+	settle("update shown")
+
+	// Drift: a path deleted behind our back.
+	if err := sp.Withdraw(ctx, testRule(t, 5, discard()).Match); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "mirror shows the deletion", func() bool { return len(ribOf(sp)) == n-1 })
+	before := r.Drift().Readded
+	settle("re-added")
+	if r.Drift().Readded != before+1 {
+		t.Fatalf("drift = %+v", r.Drift())
+	}
+
+	// Speaker restart: everything announced again, paced, and counted.
+	if err := sp.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.runPass(ctx, false)
+	if res := r.LastPass(); res.Added != 10 || res.Pending != n-10 {
+		t.Fatalf("first pass after restart = %+v, want a paced batch of 10", res)
+	}
+	eventually(t, 10*time.Second, "all back", func() bool {
+		r.runPass(ctx, false)
+		return maps.Equal(ribOf(sp), desiredOf(t, st))
+	})
+	if d := r.Drift(); d.SpeakerRestarts != 1 || d.Reannounced != n {
+		t.Fatalf("drift after restart = %+v", d)
+	}
+}

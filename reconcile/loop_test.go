@@ -530,3 +530,40 @@ func TestOrphanCapZeroIsUnlimited(t *testing.T) {
 		t.Errorf("pass without a cap = %+v, RIB size %d", res, len(sp.snapshot()))
 	}
 }
+
+func TestStormPacedExpiryNot(t *testing.T) {
+	const n, rate = 2000, 10000 // a batch is 500 (50 ms at 10k/s)
+	r, st, sp := newTest(t, Config{AnnounceRate: rate})
+	ids := make([]int64, 0, n)
+	for i := range n {
+		ids = append(ids, st.add(testRule(t, i, discard()), time.Now().Add(time.Hour)))
+	}
+	// Into an empty RIB with many rules desired: paced.
+	res := pass(t, r)
+	if res.Added != rate/20 || res.Pending != n-rate/20 {
+		t.Fatalf("first paced pass = %+v, want %d added", res, rate/20)
+	}
+	// Withdrawals are not paced, even while the storm lasts.
+	st.withdraw(ids[0])
+	sp.release()
+	res = pass(t, r)
+	if res.Withdrawn+res.Finished != 1 {
+		t.Fatalf("withdrawal during the storm = %+v", res)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sp.snapshot()) < n-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("storm never ended: %d of %d", len(sp.snapshot()), n-1)
+		}
+		time.Sleep(stormWindow)
+		sp.release()
+		pass(t, r)
+	}
+	// Ordinary additions into a populated RIB are not paced.
+	for i := range n {
+		st.add(testRule(t, n+i, discard()), time.Time{})
+	}
+	if res := pass(t, r); res.Added != n || res.Pending != 0 {
+		t.Fatalf("bulk into a populated RIB = %+v", res)
+	}
+}

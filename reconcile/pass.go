@@ -83,6 +83,8 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	r.quiet.ok = false
 	v := newView(rows, now)
 
+	restarted := r.checkRestart()
+
 	// Actual state. Not initialised is not empty: do nothing blindly; the
 	// speaker's Changes wakes us once the mirror is ready.
 	clear(r.actual)
@@ -114,6 +116,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	p := r.plan(v, r.actual)
 	r.prune(v, p)
 	res.Orphans = len(p.Withdraw)
+	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, len(r.actual) == 0, len(p.Add), now)
 
 	var st statusBatch
 	for _, bad := range v.invalid {
@@ -129,24 +132,34 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		st.set(it.ID, true, "")
 	}
 
-	// Make before break: everything desired first, then withdrawals.
-	for _, it := range p.Add {
+	// Retiring rules first, then make before break: everything desired,
+	// then orphans (see storm.go for the order and the pacing).
+	for _, it := range p.Retire {
+		if ctx.Err() != nil {
+			break
+		}
+		r.withdraw(ctx, it, "retire", v, now, res, &st)
+	}
+	adds := p.Add
+	if budget >= 0 && len(adds) > budget {
+		res.Pending += len(adds) - budget
+		adds = adds[:budget]
+	}
+	for _, it := range adds {
 		if ctx.Err() != nil {
 			break
 		}
 		r.announce(ctx, it, "add", now, res, &st)
+	}
+	r.pace.spent(len(adds), len(p.Add)-len(adds), r.cfg.AnnounceRate)
+	if len(p.Add) == len(adds) {
+		r.reannouncing = false
 	}
 	for _, it := range p.Update {
 		if ctx.Err() != nil {
 			break
 		}
 		r.announce(ctx, it, "update", now, res, &st)
-	}
-	for _, it := range p.Retire {
-		if ctx.Err() != nil {
-			break
-		}
-		r.withdraw(ctx, it, "retire", v, now, res, &st)
 	}
 	switch {
 	case !storeOK || len(p.Withdraw) == 0:
@@ -343,6 +356,10 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 	delete(r.attempts, it.Match)
 	r.expects[it.Match] = expect{op: opAnnounce, action: it.Action, deadline: now.Add(r.cfg.SettleTimeout)}
 	st.set(it.ID, true, "")
+	if kind == "add" && r.reannouncing {
+		r.reannounced.Add(1)
+		kind = "reannounce"
+	}
 	if seen, ok := r.seen[it.Match]; ok {
 		switch {
 		case kind == "add":
@@ -429,6 +446,7 @@ func (r *Reconciler) nextRetry(now time.Time) time.Time {
 	if r.storeFail > 0 {
 		t = earliest(t, r.storeNext)
 	}
+	t = earliest(t, r.pace.next)
 	if !t.IsZero() && t.Before(now) {
 		t = now
 	}

@@ -75,6 +75,9 @@ type Config struct {
 	// SettleTimeout is how long a change the speaker accepted may take to
 	// show in the mirror before it is requested again; default 2s.
 	SettleTimeout time.Duration
+	// AnnounceRate paces re-announcement after a speaker restart or into an
+	// empty RIB (paths per second; 0: unpaced). See storm.go.
+	AnnounceRate int
 	// DryRun computes and reports every pass's plan but changes nothing:
 	// no speaker calls and no store writes.
 	DryRun bool
@@ -143,6 +146,13 @@ type DriftCounts struct {
 	Readded          uint64 // a desired path seen in the RIB went missing and was re-added
 	OrphansWithdrawn uint64 // a path nothing desires was withdrawn
 	Replaced         uint64 // a desired path's action changed under us and was replaced
+	// SpeakerRestarts counts restarts of the embedded speaker seen (its
+	// RIB recreated empty); Reannounced the paths announced again after
+	// one.
+	SpeakerRestarts, Reannounced uint64
+	// PeerResets counts upstream peers that reset and came back; GoBGP
+	// sends them the whole table again by itself.
+	PeerResets uint64
 }
 
 // Reconciler keeps the speaker's paths equal to the desired state.
@@ -160,19 +170,24 @@ type Reconciler struct {
 	last PassResult
 
 	readded, orphaned, replaced atomic.Uint64
+	restarts, reannounced       atomic.Uint64
 
 	// Owned by the goroutine running passes.
-	cache     desiredCache
-	quiet     quiet
-	rows      []store.Rule // last rows read successfully
-	haveRows  bool
-	written   map[int64]ruleStatus // status the store holds, as far as we know
-	attempts  map[flowspec.Match]*attempt
-	expects   map[flowspec.Match]expect
-	seen      map[flowspec.Match]flowspec.Action // desired action last seen in the RIB
-	storeFail int                                // consecutive passes with a store error
-	storeNext time.Time                          // retry after a store error
-	actual    map[flowspec.Match]flowspec.Action
+	cache        desiredCache
+	quiet        quiet
+	pace         pacer
+	epoch        uint64 // speaker epoch last seen
+	epochKnown   bool
+	reannouncing bool         // after a speaker restart, until every rule is back
+	rows         []store.Rule // last rows read successfully
+	haveRows     bool
+	written      map[int64]ruleStatus // status the store holds, as far as we know
+	attempts     map[flowspec.Match]*attempt
+	expects      map[flowspec.Match]expect
+	seen         map[flowspec.Match]flowspec.Action // desired action last seen in the RIB
+	storeFail    int                                // consecutive passes with a store error
+	storeNext    time.Time                          // retry after a store error
+	actual       map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
 }
@@ -211,11 +226,17 @@ func (r *Reconciler) LastPass() PassResult {
 
 // Drift returns the drift repair counters since New.
 func (r *Reconciler) Drift() DriftCounts {
-	return DriftCounts{
+	d := DriftCounts{
 		Readded:          r.readded.Load(),
 		OrphansWithdrawn: r.orphaned.Load(),
 		Replaced:         r.replaced.Load(),
+		SpeakerRestarts:  r.restarts.Load(),
+		Reannounced:      r.reannounced.Load(),
 	}
+	if rs, ok := r.s.(Restarter); ok {
+		d.PeerResets = rs.PeerReestablished()
+	}
+	return d
 }
 
 // Run runs passes until ctx is done: one at once, then one per wake-up. It
