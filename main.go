@@ -201,6 +201,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
 		MaxWithdrawPerPass: cfg.Reconcile.MaxWithdrawPerPass,
+		AnnounceRate:       cfg.Reconcile.AnnounceRate,
 		Recorder:           mx,
 	})
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
@@ -243,6 +244,12 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	goRun("reconcile", rec.Run)
+	if cfg.BGP.CompactAfter > 0 {
+		goRun("compactor", func(ctx context.Context) error {
+			sp.Compactor(ctx, cfg.BGP.CompactAfter, time.Minute)
+			return nil
+		})
+	}
 	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, st: st, guard: guards, now: time.Now}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)

@@ -49,6 +49,13 @@ type BGP struct {
 	ListenAddresses []netip.Addr
 	// ListenPort is the TCP port for incoming sessions; -1 disables the listener.
 	ListenPort int32
+	// GRPCListen is GoBGP's own gRPC API address ("" = off); loopback
+	// only unless GRPCAllowRemote.
+	GRPCListen      string
+	GRPCAllowRemote bool
+	// CompactAfter restarts the speaker once this many table destinations
+	// leaked by GoBGP v3.37.0 for withdrawn rules pile up (0 = never).
+	CompactAfter int
 }
 
 // Session holds the settings shared by neighbors and peer groups.
@@ -134,6 +141,9 @@ type Reconcile struct {
 	ResyncInterval     time.Duration
 	DryRun             bool
 	MaxWithdrawPerPass int
+	// AnnounceRate paces re-announcement after a speaker restart or into
+	// an empty RIB, in paths per second (0 = unpaced).
+	AnnounceRate int
 }
 
 // DSNEnv is the environment variable that supplies the PostgreSQL DSN when

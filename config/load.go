@@ -35,6 +35,9 @@ type file struct {
 		RouterID        string   `toml:"router_id"`
 		ListenAddresses []string `toml:"listen_addresses"`
 		ListenPort      *int64   `toml:"listen_port"`
+		GRPCListen      string   `toml:"grpc_listen"`
+		GRPCAllowRemote bool     `toml:"grpc_allow_remote"`
+		CompactAfter    *int64   `toml:"compact_after"`
 	} `toml:"bgp"`
 	Neighbors []struct {
 		Address      string `toml:"address"`
@@ -91,6 +94,7 @@ type file struct {
 		ResyncInterval     string `toml:"resync_interval"`
 		DryRun             bool   `toml:"dry_run"`
 		MaxWithdrawPerPass *int64 `toml:"max_withdraw_per_pass"`
+		AnnounceRate       *int64 `toml:"announce_rate"`
 	} `toml:"reconcile"`
 }
 
@@ -206,6 +210,7 @@ func (v *validator) build(f *file) *Config {
 			c.BGP.ListenPort = int32(p)
 		}
 	}
+	v.grpcAndCompaction(f, c)
 
 	// [[neighbor]]
 	seen := map[netip.Addr]int{}
@@ -297,6 +302,14 @@ func (v *validator) build(f *file) *Config {
 			v.add("reconcile.max_withdraw_per_pass", "%d is negative: use 0 for no cap, or a positive number", *p)
 		} else {
 			c.Reconcile.MaxWithdrawPerPass = int(*p)
+		}
+	}
+	c.Reconcile.AnnounceRate = DefaultAnnounceRate
+	if p := f.Reconcile.AnnounceRate; p != nil {
+		if *p < 0 {
+			v.add("reconcile.announce_rate", "%d is negative: use 0 for unpaced, or paths per second", *p)
+		} else {
+			c.Reconcile.AnnounceRate = int(*p)
 		}
 	}
 	return c

@@ -1,0 +1,40 @@
+package config
+
+import (
+	"net"
+	"net/netip"
+)
+
+// Defaults of the storm-control and compaction keys.
+const (
+	DefaultAnnounceRate = 20000
+	DefaultCompactAfter = 1_000_000 // about 630 MB of leaked GoBGP destinations
+)
+
+// grpcAndCompaction checks [bgp] grpc_listen, grpc_allow_remote and
+// compact_after.
+func (v *validator) grpcAndCompaction(f *file, c *Config) {
+	if s := f.BGP.GRPCListen; s != "" {
+		host, port, err := net.SplitHostPort(s)
+		a, aerr := netip.ParseAddr(host)
+		switch {
+		case err != nil || port == "":
+			v.add("bgp.grpc_listen", "%q is not host:port (e.g. \"127.0.0.1:50051\")", s)
+		case aerr != nil:
+			v.add("bgp.grpc_listen", "%q: the host must be an IP address", s)
+		case !a.IsLoopback() && !f.BGP.GRPCAllowRemote:
+			v.add("bgp.grpc_listen", "%q is not a loopback address and GoBGP's gRPC API has no authentication: set grpc_allow_remote = true to accept", s)
+		default:
+			c.BGP.GRPCListen = s
+		}
+	}
+	c.BGP.GRPCAllowRemote = f.BGP.GRPCAllowRemote
+	c.BGP.CompactAfter = DefaultCompactAfter
+	if p := f.BGP.CompactAfter; p != nil {
+		if *p < 0 {
+			v.add("bgp.compact_after", "%d is negative: use 0 to never compact", *p)
+		} else {
+			c.BGP.CompactAfter = int(*p)
+		}
+	}
+}
