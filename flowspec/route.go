@@ -194,23 +194,51 @@ func (a Action) WithNextHop(addr netip.Addr) Action {
 }
 
 // AppendBinary appends the stored form of a: for a FlowSpec action its
-// extended communities (the EXTENDED COMMUNITIES value); for a route action
-// one byte of next-hop length, the next hop, then the standard communities.
-// DecodeStoredAction reads it back given the rule's family.
+// extended communities (the EXTENDED COMMUNITIES value), followed, when it
+// has IPv6-address-specific ones (redirect-ip to an IPv6 address), by those
+// 20-byte communities, their count and the marker byte ext6Marker; for a
+// route action one byte of next-hop length, the next hop, then the standard
+// communities. DecodeStoredAction reads it back given the rule's family.
+//
+// The IPv6 trailer keeps rows written before it readable: a plain list is a
+// multiple of 8 bytes long, and 8a+20b+2 never is.
 func (a Action) AppendBinary(b []byte) ([]byte, error) {
 	if a.comm == "" && a.nh == "" {
-		return append(b, a.ext...), nil
+		b = append(b, a.ext...)
+		if n := len(a.ext6) / 20; n > 0 {
+			if n > 255 {
+				return b, fmt.Errorf("flowspec: %d IPv6 extended communities; at most 255 can be stored", n)
+			}
+			b = append(b, a.ext6...)
+			b = append(b, ext6Marker, byte(n))
+		}
+		return b, nil
 	}
 	b = append(b, byte(len(a.nh)))
 	b = append(b, a.nh...)
 	return append(b, a.comm...), nil
 }
 
+// ext6Marker ends a stored FlowSpec action that carries IPv6-address-specific
+// extended communities (see AppendBinary).
+const ext6Marker = 0xE6
+
 // DecodeStoredAction reads what Action.AppendBinary wrote for a rule of
 // family f.
 func DecodeStoredAction(f Family, b []byte) (Action, error) {
 	if !f.IsRoute() {
-		return DecodeAction(b)
+		if len(b)%8 == 0 {
+			return DecodeAction(b)
+		}
+		if len(b) < 2 || b[len(b)-2] != ext6Marker {
+			return Action{}, decodeErr(len(b)-1, "stored action: %d bytes is neither a list of extended communities nor one with IPv6 ones", len(b))
+		}
+		n := int(b[len(b)-1])
+		end := len(b) - 2
+		if n == 0 || end < 20*n || (end-20*n)%8 != 0 {
+			return Action{}, decodeErr(end, "stored action: bad IPv6 extended community count %d", n)
+		}
+		return DecodeActionIPv6(b[:end-20*n], b[end-20*n:end])
 	}
 	if len(b) == 0 {
 		return Action{}, decodeErr(0, "route action: empty")

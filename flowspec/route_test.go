@@ -172,3 +172,37 @@ func TestRouteNoAllocs(t *testing.T) {
 		t.Errorf("allocs = %v", n)
 	}
 }
+
+// A FlowSpec action with an IPv6 redirect-ip community survives the stored
+// form, and the stored form of one without stays a plain community list.
+func TestStoredActionIPv6ExtCommunities(t *testing.T) {
+	for _, text := range []string{
+		"match destination 2001:db8::1/128 then redirect-ip 2001:db8::99",
+		"match destination 2001:db8::1/128 then rate-limit 1000 redirect-ip 2001:db8::99",
+		"match destination 2001:db8::1/128 then discard",
+	} {
+		r, err := Parse(text)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		b, err := r.Action.AppendBinary(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Action.AppendIPv6ExtCommunities(nil)) == 0 && len(b)%8 != 0 {
+			t.Errorf("%s: plain action stored as %d bytes", text, len(b))
+		}
+		got, err := DecodeStoredAction(r.Match.Family(), b)
+		if err != nil {
+			t.Fatalf("%s: decode stored %x: %v", text, b, err)
+		}
+		if got != r.Action {
+			t.Errorf("%s: stored action came back as %s", text, got)
+		}
+	}
+	for _, bad := range [][]byte{{0xE6}, {1, 2, 3}, {0xE6, 0}, append(make([]byte, 20), 0xE6, 2)} {
+		if _, err := DecodeStoredAction(IPv6, bad); err == nil {
+			t.Errorf("DecodeStoredAction(%x) accepted", bad)
+		}
+	}
+}
