@@ -55,6 +55,7 @@ usage:
   ribkeeper rib [--json]                  what the embedded RIB holds
   ribkeeper peers [--json]                BGP sessions and their state
   ribkeeper status [--json]               peers, rule counts, last reconcile pass
+  ribkeeper diff [--json]                 what the next reconcile pass would change
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
 
@@ -96,7 +97,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status":
+	case "rule", "route", "rib", "peers", "status", "diff":
 		socket, rest, code := clientSocket(args, stderr)
 		if socket == "" {
 			return code

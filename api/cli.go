@@ -22,6 +22,7 @@ const cliUsage = `usage:
 ` + routeUsage + `  ribkeeper rib [--json]
   ribkeeper peers [--json]
   ribkeeper status [--json]
+  ribkeeper diff [--json]
 `
 
 // Exit codes of RunCLI.
@@ -102,6 +103,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.peers(ctx, args[1:])
 	case "status":
 		return c.status(ctx, args[1:])
+	case "diff":
+		return c.diff(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stderr, cliUsage)
 		return flag.ErrHelp
@@ -199,6 +202,9 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	now := c.now()
 	for _, r := range rules {
 		expires, announced := expiresIn(r.ExpiresAt, now), yesNo(r.Announced)
+		if r.AnnouncedTo != "" {
+			announced = "announced " + r.AnnouncedTo
+		}
 		switch r.State {
 		case "withdrawn":
 			// Finished rules are gone from the RIB: their announce status
@@ -257,6 +263,13 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
 	t.row("expires:", expires)
 	t.row("announced:", yesNo(r.Announced))
+	if r.AnnouncedTo != "" {
+		peers := strings.Join(r.Peers, ", ")
+		if peers == "" {
+			peers = "none"
+		}
+		t.row("delivered to:", r.AnnouncedTo+" peers: "+peers)
+	}
 	t.row("last error:", lastErr)
 	return t.flush()
 }

@@ -33,6 +33,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/rib", s.handle(s.getRIB))
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
+	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
 	}
@@ -199,6 +200,7 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		if state != "" && rule.State != state {
 			continue
 		}
+		s.withDelivery(&rule, sr)
 		out.Rules = append(out.Rules, rule)
 	}
 	return http.StatusOK, out, nil
@@ -236,7 +238,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, ruleFromStore(sr), nil
+	out := ruleFromStore(sr)
+	s.withDelivery(&out, sr)
+	return http.StatusOK, out, nil
 }
 
 // withdrawRule handles DELETE /v1/rules/{id}. The rule stays visible (state

@@ -55,6 +55,11 @@ type Rule struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"` // nil: never
 	Announced bool       `json:"announced"`
 	LastError string     `json:"last_error"`
+	// Peers lists the established peers whose Adj-RIB-Out holds the rule's
+	// path, and AnnouncedTo counts them against the configured peers of
+	// its family ("3/3"); both are set for active rules only.
+	Peers       []string `json:"peers,omitempty"`
+	AnnouncedTo string   `json:"announced_to,omitempty"`
 }
 
 // StateWithdrawing is the state shown for an active rule whose withdrawal was
