@@ -247,7 +247,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	goRun("reconcile", rec.Run)
 	if cfg.BGP.CompactAfter > 0 {
 		goRun("compactor", func(ctx context.Context) error {
-			sp.Compactor(ctx, cfg.BGP.CompactAfter, time.Minute)
+			sp.Compactor(ctx, cfg.BGP.CompactAfter, time.Second) // Leaked is O(1)
 			return nil
 		})
 	}

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	gobgpapi "github.com/osrg/gobgp/v3/api"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// driftFlow is BIRD's text of ruleText(i).
+func driftFlow(i int) string {
+	return fmt.Sprintf("flow4 { dst 10.%d.%d.%d/32; proto 17; dport 53; }", i>>16&255, i>>8&255, i&255)
+}
+
+// wirePath is r as a GoBGP API path in wire form (as bgp/ builds it).
+func wirePath(r flowspec.Rule, withdraw bool) *gobgpapi.Path {
+	nlri := r.Match.AppendTo(nil)
+	mp := append([]byte{0x90, 14, 0, 0, 0, 1, 133, 4, 0, 0, 0, 0, 0}, nlri...)
+	putLen(mp)
+	attrs := [][]byte{{0x40, 1, 1, 0}, mp}
+	if !withdraw {
+		ext := r.Action.AppendExtCommunities([]byte{0xc0 | 0x10, 16, 0, 0})
+		putLen(ext)
+		attrs = append(attrs, ext)
+	}
+	return &gobgpapi.Path{
+		Family:     &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
+		NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw,
+	}
+}
+
+// withConfig rewrites the daemon's config with extra keys after line
+// `after` and restarts it.
+func withConfig(t *testing.T, d *daemon, bird *birdtest.Router, after, extra string) {
+	t.Helper()
+	b, err := os.ReadFile(d.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?m)^" + regexp.QuoteMeta(after) + ".*$")
+	loc := re.FindIndex(b)
+	if loc == nil {
+		t.Fatalf("no line %q in the config", after)
+	}
+	conf := string(b[:loc[1]]) + "\n" + extra + string(b[loc[1]:])
+	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.stop()
+	d.start()
+	waitFor(t, 30*time.Second, "BGP session back", func() bool { return bird.Established(0) })
+}
+
+// logCount counts the log lines of the daemon that match re.
+func (d *daemon) logCount(re string) int {
+	b, _ := os.ReadFile(d.dir + "/ribkeeper.log")
+	return len(regexp.MustCompile(re).FindAll(b, -1))
+}
+
+// Every kind of drift, injected for real through GoBGP's gRPC API (the
+// stock gobgp CLI's way in) or at BIRD, is repaired and checked in BIRD.
+func TestDriftRepairedInBIRD(t *testing.T) {
+	d, bird := setup(t)
+	grpcPort := birdtest.FreePort(t, "127.0.0.1")
+	withConfig(t, d, bird, "listen_port", fmt.Sprintf("grpc_listen = \"127.0.0.1:%d\"\ncompact_after = 20", grpcPort))
+
+	conn, err := grpc.Dial(fmt.Sprintf("127.0.0.1:%d", grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gc := gobgpapi.NewGobgpApiClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, d.addRule("--ttl", "1h", ruleText(i)))
+	}
+	all := func(m map[string]birdtest.Route) bool {
+		for i := range 3 {
+			if r, ok := m[driftFlow(i)]; !ok || r.Attrs["BGP.ext_community"] != discardExt {
+				return false
+			}
+		}
+		return len(m) == 3
+	}
+	bird.WaitRoutes(t, "ft4", 10*time.Second, "three rules", all)
+
+	t.Run("delivery", func(t *testing.T) {
+		waitFor(t, 5*time.Second, "rule show lists the peer", func() bool {
+			return strings.Contains(d.mustCLI("rule", "show", ids[0]), "1/1 peers: 127.0.0.2")
+		})
+		if out := d.mustCLI("rule", "list"); strings.Count(out, "announced 1/1") != 3 {
+			t.Errorf("rule list:\n%s", out)
+		}
+		if out := d.mustCLI("diff"); !strings.Contains(out, "nothing to change (3 rules") {
+			t.Errorf("diff when converged:\n%s", out)
+		}
+	})
+
+	t.Run("withdrawn behind our back", func(t *testing.T) {
+		r0, _ := flowspec.Parse(ruleText(0))
+		if _, err := gc.DeletePath(ctx, &gobgpapi.DeletePathRequest{TableType: gobgpapi.TableType_GLOBAL, Family: wirePath(r0, true).Family, Path: wirePath(r0, true)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "re-add logged", func() bool { return d.logCount(`op=readd`) >= 1 })
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "rule 0 back", all)
+	})
+
+	t.Run("foreign path", func(t *testing.T) {
+		foreign, _ := flowspec.Parse(ruleText(77))
+		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_GLOBAL, Path: wirePath(foreign, false)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "orphan withdrawal logged", func() bool { return d.logCount(`op=orphan`) >= 1 })
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "only our three rules", all)
+	})
+
+	t.Run("action changed", func(t *testing.T) {
+		r1, _ := flowspec.Parse(ruleText(1))
+		r1.Action = flowspec.RateLimit(125000)
+		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_GLOBAL, Path: wirePath(r1, false)}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "replace logged", func() bool { return d.logCount(`op=replace`) >= 1 })
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "discard again", all)
+	})
+
+	t.Run("peer reset", func(t *testing.T) {
+		if _, err := bird.Birdc("restart", "up0"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "session back", func() bool { return bird.Established(0) })
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "full table again after the reset", all)
+	})
+
+	t.Run("speaker restarted", func(t *testing.T) {
+		// Churn enough distinct rules through to pass compact_after = 20:
+		// the compactor restarts the embedded speaker.
+		var churn []string
+		for i := 100; i < 125; i++ {
+			churn = append(churn, d.addRule("--ttl", "1h", ruleText(i)))
+		}
+		bird.WaitRoutes(t, "ft4", 20*time.Second, "churn announced", func(m map[string]birdtest.Route) bool { return len(m) == 28 })
+		for _, id := range churn {
+			d.mustCLI("rule", "withdraw", id)
+		}
+		waitFor(t, 30*time.Second, "speaker restart logged", func() bool { return d.logCount(`speaker restarted`) >= 1 })
+		waitFor(t, 30*time.Second, "session back", func() bool { return bird.Established(0) })
+		bird.WaitRoutes(t, "ft4", 20*time.Second, "everything announced again", all)
+		if n := d.logCount(`op=reannounce`); n < 3 {
+			t.Errorf("%d re-announcements logged, want 3", n)
+		}
+	})
+}
