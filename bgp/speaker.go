@@ -23,9 +23,13 @@
 //     against peers that follow the negotiation; peers must be trusted
 //     routers (TCP MD5 where possible).
 //   - Memory that is not given back: a withdrawn path leaves its table
-//     destination behind (about 630 B per distinct NLRI ever announced), and
-//     after Stop GoBGP's server loop goroutine, which cannot be ended, keeps
-//     the stopped server's RIB alive. Restart the process, not the speaker.
+//     destination behind (about 630 B per distinct NLRI ever announced; no
+//     API path deletes it: only peers' Adj-RIB-In withdrawals are marked
+//     "dropped", which table.deleteDest needs), and after Stop GoBGP's
+//     server loop goroutine, which cannot be ended, keeps the stopped
+//     server's RIB alive. Restart (StopBgp+StartBgp on the same server)
+//     swaps in a fresh RIB and frees both; Compactor does it when Leaked
+//     passes a threshold, at the price of a session reset.
 package bgp
 
 import (
