@@ -32,8 +32,6 @@ import (
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
-	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -197,7 +195,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	defer sp.Stop()
 
-	mx := metrics.New(log.Named("metrics"))
+	mx := api.NewMetrics(log.Named("metrics"))
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
@@ -205,8 +203,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		AnnounceRate:       cfg.Reconcile.AnnounceRate,
 		Recorder:           mx,
 	})
-	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
-	guards := guard.NewHolder(cfg.Guardrails)
+	mx.Watch(api.MetricsSources{Rules: st, Drift: rec, Speaker: sp})
+	guards := config.NewGuardHolder(cfg.Guardrails)
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.
 	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), st, &cfg.Guardrails, time.Now()); err != nil {

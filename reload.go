@@ -10,7 +10,6 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -76,7 +75,7 @@ type reloader struct {
 	cur   *config.Config
 	sp    *bgp.Speaker
 	st    *store.Store
-	guard *guard.Holder
+	guard *config.GuardHolder
 	now   func() time.Time
 }
 
@@ -116,7 +115,7 @@ func (r *reloader) reload(ctx context.Context) error {
 // per-rule guardrail (safelist, prefix lengths, TTL), with actor
 // "guardrail". The rule's reason is extended with the guardrail and why,
 // so rule show and rule history say why it went.
-func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *guard.Config, now time.Time) (int, error) {
+func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *config.Guardrails, now time.Time) (int, error) {
 	rules, err := st.ActiveRules(ctx)
 	if err != nil {
 		return 0, err

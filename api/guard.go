@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ribkeeper/ribkeeper/config"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -24,13 +24,13 @@ const CodeGuardrailViolation = "guardrail_violation"
 // rules, quotas and the rate of new rules. Writes through the result are
 // serialized so that quotas hold for this process; instances sharing one
 // PostgreSQL store enforce quotas each on their own view.
-func Guarded(rules Rules, h *guard.Holder) Rules {
+func Guarded(rules Rules, h *config.GuardHolder) Rules {
 	return &guardedRules{Rules: rules, h: h, now: time.Now}
 }
 
 type guardedRules struct {
 	Rules
-	h   *guard.Holder
+	h   *config.GuardHolder
 	now func() time.Time
 	mu  sync.Mutex
 }
@@ -56,11 +56,11 @@ func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]sto
 // check applies the guardrails to ins; batch selects the field names of
 // POST /v1/rules/batch.
 func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool) error {
-	cfg := g.h.Config()
+	cfg := g.h.Guardrails()
 	now := g.now()
-	gins := make([]guard.Input, len(ins))
+	gins := make([]config.GuardInput, len(ins))
 	for i, in := range ins {
-		gins[i] = guard.Input{Rule: in.Rule}
+		gins[i] = config.GuardInput{Rule: in.Rule}
 		if !in.ExpiresAt.IsZero() {
 			// The handler turned the TTL into an expiry a moment ago.
 			gins[i].TTL = in.ExpiresAt.Sub(now).Round(time.Second)
@@ -84,16 +84,16 @@ func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool)
 	if v := cfg.Check(gins, active); v != nil {
 		return violationError(v, batch)
 	}
-	if n := guard.New(gins, active); n > 0 {
-		if ok, retry := g.h.Limiter.Allow(now, n, cfg.MaxNewRulesPerMinute); !ok {
-			return violationError(guard.RateViolation(ins[len(ins)-1].Rule, len(ins)-1, cfg.MaxNewRulesPerMinute, retry), batch)
+	if n := config.NewRules(gins, active); n > 0 {
+		if ok, retry := g.h.RateLimiter.Allow(now, n, cfg.MaxNewRulesPerMinute); !ok {
+			return violationError(config.RateViolation(ins[len(ins)-1].Rule, len(ins)-1, cfg.MaxNewRulesPerMinute, retry), batch)
 		}
 	}
 	return nil
 }
 
 // violationError is the 422 answer for v.
-func violationError(v *guard.Violation, batch bool) *Error {
+func violationError(v *config.Violation, batch bool) *Error {
 	field := v.Field
 	if batch {
 		field = fmt.Sprintf("rules[%d].%s", v.Index, v.Field)

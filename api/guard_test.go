@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"github.com/ribkeeper/ribkeeper/config"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -9,19 +10,18 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // guardedServer serves the API over a real SQLite store behind guardrails.
-func guardedServer(t *testing.T, c guard.Config) (*testServer, *guard.Holder, *store.Store) {
+func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *config.GuardHolder, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{Driver: "sqlite", Path: filepath.Join(t.TempDir(), "rk.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h := guard.NewHolder(c)
+	h := config.NewGuardHolder(c)
 	return startServerOver(t, Guarded(st, h)), h, st
 }
 
@@ -30,32 +30,32 @@ func guardedServer(t *testing.T, c guard.Config) (*testServer, *guard.Holder, *s
 func TestGuardrailsRefuse(t *testing.T) {
 	cases := []struct {
 		name  string
-		cfg   guard.Config
+		cfg   config.Guardrails
 		setup []string // bodies stored first
 		body  string
 		guard string
 		field string
 	}{
-		{"safelist", guard.Config{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"` + ruleDiscard + `"}`, guard.Safelist, "text"},
-		{"safelist blackhole", guard.Config{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, guard.Safelist, "text"},
-		{"safelist no destination", guard.Config{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"match protocol udp source-port 53 then discard"}`, guard.Safelist, "text"},
-		{"prefix length flowspec", guard.Config{PrefixLengths: map[flowspec.Family]guard.Range{flowspec.IPv4: {Min: 24, Max: 32}}},
-			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, guard.PrefixLength, "text"},
-		{"blackhole shorter than /32 by default", guard.Config{},
-			nil, `{"text":"route 203.0.113.0/24 then blackhole"}`, guard.PrefixLength, "text"},
-		{"ttl required", guard.Config{RequireTTL: true},
-			nil, `{"text":"` + ruleDiscard + `"}`, guard.TTLRequired, "ttl"},
-		{"max ttl", guard.Config{MaxTTL: time.Hour},
-			nil, `{"text":"` + ruleDiscard + `","ttl":"2h"}`, guard.MaxTTL, "ttl"},
-		{"max active", guard.Config{MaxActiveRules: 1},
-			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxActive, "text"},
-		{"per destination", guard.Config{MaxRulesPerDestination: 1},
-			[]string{`{"text":"match destination 203.0.113.7/32 protocol udp then discard"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxPerDest, "text"},
-		{"rate", guard.Config{MaxNewRulesPerMinute: 1},
-			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxNewPerMinute, "text"},
+		{"safelist", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+			nil, `{"text":"` + ruleDiscard + `"}`, config.GuardSafelist, "text"},
+		{"safelist blackhole", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, config.GuardSafelist, "text"},
+		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+			nil, `{"text":"match protocol udp source-port 53 then discard"}`, config.GuardSafelist, "text"},
+		{"prefix length flowspec", config.Guardrails{PrefixLengths: map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 24, Max: 32}}},
+			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, config.GuardPrefixLength, "text"},
+		{"blackhole shorter than /32 by default", config.Guardrails{},
+			nil, `{"text":"route 203.0.113.0/24 then blackhole"}`, config.GuardPrefixLength, "text"},
+		{"ttl required", config.Guardrails{RequireTTL: true},
+			nil, `{"text":"` + ruleDiscard + `"}`, config.GuardTTLRequired, "ttl"},
+		{"max ttl", config.Guardrails{MaxTTL: time.Hour},
+			nil, `{"text":"` + ruleDiscard + `","ttl":"2h"}`, config.GuardMaxTTL, "ttl"},
+		{"max active", config.Guardrails{MaxActiveRules: 1},
+			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxActive, "text"},
+		{"per destination", config.Guardrails{MaxRulesPerDestination: 1},
+			[]string{`{"text":"match destination 203.0.113.7/32 protocol udp then discard"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxPerDest, "text"},
+		{"rate", config.Guardrails{MaxNewRulesPerMinute: 1},
+			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxNewPerMinute, "text"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestGuardrailsRefuse(t *testing.T) {
 // Updates of an active rule count against no quota; a batch names the
 // offending element; a guardrail change applies to the next request.
 func TestGuardrailsUpdatesBatchReload(t *testing.T) {
-	ts, h, _ := guardedServer(t, guard.Config{MaxActiveRules: 1, MaxNewRulesPerMinute: 1})
+	ts, h, _ := guardedServer(t, config.Guardrails{MaxActiveRules: 1, MaxNewRulesPerMinute: 1})
 	if status, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleDiscard+`"}`); status != 201 {
 		t.Fatalf("%d %s", status, body)
 	}
@@ -92,12 +92,12 @@ func TestGuardrailsUpdatesBatchReload(t *testing.T) {
 	if e := wantError(t, status, body, 422, CodeGuardrailViolation); e.Field != "rules[1].text" {
 		t.Errorf("batch field %q", e.Field)
 	}
-	h.Set(guard.Config{})
+	h.Set(config.Guardrails{})
 	if status, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`"}`); status != 201 {
 		t.Errorf("after lifting the guardrails: %d %s", status, body)
 	}
 	// The CLI prints the refusal and exits 1.
-	h.Set(guard.Config{RequireTTL: true})
+	h.Set(config.Guardrails{RequireTTL: true})
 	code, _, errOut := runCLI(t, ts.sock, "route", "add", "198.51.100.9/32", "--blackhole")
 	if code != 1 || !strings.Contains(errOut, "guardrail ttl_required") {
 		t.Errorf("route add without ttl: exit %d, %q", code, errOut)
@@ -106,7 +106,7 @@ func TestGuardrailsUpdatesBatchReload(t *testing.T) {
 
 // route add builds the RTBH rule text; route list shows routes only.
 func TestRouteCLI(t *testing.T) {
-	ts, _, _ := guardedServer(t, guard.Config{})
+	ts, _, _ := guardedServer(t, config.Guardrails{})
 	code, out, errOut := runCLI(t, ts.sock, "route", "add", "203.0.113.7/32", "--blackhole", "--ttl", "30m", "--reason", "ddos")
 	if code != 0 || !strings.Contains(errOut, "route 203.0.113.7/32 then blackhole") {
 		t.Fatalf("route add: exit %d, %q %q", code, out, errOut)

@@ -64,7 +64,7 @@ type options struct {
 }
 
 // RequestObserver is told about every request the API answered (implemented
-// by *metrics.Metrics). route is the matched route pattern without its
+// by *Metrics). route is the matched route pattern without its
 // method, e.g. "/v1/rules/{id}", or "unmatched".
 type RequestObserver interface {
 	APIRequest(route, method string, code int, d time.Duration)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 )
 
 // Config is a validated configuration. Treat it as read-only.
@@ -30,7 +29,7 @@ type Config struct {
 	PeerGroups       []PeerGroup
 	DynamicNeighbors []DynamicNeighbor
 	RTBH             RTBH
-	Guardrails       guard.Config
+	Guardrails       Guardrails
 	Store            Store
 	API              API
 	Reconcile        Reconcile

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 )
 
 // sessionFile is the TOML form of Session, shared by [[neighbor]] and
@@ -292,8 +291,8 @@ func (v *validator) guardrails(f *file, c *Config) {
 			continue
 		}
 		if c.Guardrails.PrefixLengths == nil {
-			c.Guardrails.PrefixLengths = map[flowspec.Family]guard.Range{}
+			c.Guardrails.PrefixLengths = map[flowspec.Family]Range{}
 		}
-		c.Guardrails.PrefixLengths[r.fam] = guard.Range{Min: int(r.vals[0]), Max: int(r.vals[1])}
+		c.Guardrails.PrefixLengths[r.fam] = Range{Min: int(r.vals[0]), Max: int(r.vals[1])}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 )
 
 const full = minimal + `
@@ -95,10 +94,10 @@ func TestEveryKnob(t *testing.T) {
 		t.Errorf("rtbh: %+v", cfg.RTBH)
 	}
 	g := cfg.Guardrails
-	wantG := guard.Config{
+	wantG := Guardrails{
 		Safelist:   []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48"), netip.MustParsePrefix("198.51.100.1/32")},
 		RequireTTL: true, MaxTTL: 24 * time.Hour, MaxActiveRules: 1000, MaxRulesPerDestination: 5, MaxNewRulesPerMinute: 60,
-		PrefixLengths: map[flowspec.Family]guard.Range{flowspec.IPv4: {Min: 16, Max: 32}, flowspec.IPv4Unicast: {Min: 24, Max: 32}},
+		PrefixLengths: map[flowspec.Family]Range{flowspec.IPv4: {Min: 16, Max: 32}, flowspec.IPv4Unicast: {Min: 24, Max: 32}},
 	}
 	if !reflect.DeepEqual(g, wantG) {
 		t.Errorf("guardrails:\n got  %+v\n want %+v", g, wantG)
@@ -113,7 +112,7 @@ func TestRTBHDefaults(t *testing.T) {
 	if cfg.RTBH.NextHopIPv4 != DefaultNextHopIPv4 || cfg.RTBH.NextHopIPv6 != DefaultNextHopIPv6 {
 		t.Errorf("rtbh defaults: %+v", cfg.RTBH)
 	}
-	if g := cfg.Guardrails; g.Lengths(flowspec.IPv4Unicast) != (guard.Range{Min: 32, Max: 32}) || g.Lengths(flowspec.IPv6Unicast) != (guard.Range{Min: 128, Max: 128}) {
+	if g := cfg.Guardrails; g.Lengths(flowspec.IPv4Unicast) != (Range{Min: 32, Max: 32}) || g.Lengths(flowspec.IPv6Unicast) != (Range{Min: 128, Max: 128}) {
 		t.Errorf("default blackhole lengths: %v %v", g.Lengths(flowspec.IPv4Unicast), g.Lengths(flowspec.IPv6Unicast))
 	}
 }

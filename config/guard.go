@@ -1,8 +1,8 @@
-// Package guard holds ribkeeper's guardrails: the limits an operator sets
+// This file holds ribkeeper's guardrails: the limits an operator sets
 // so that no typo, runaway detector or script can blackhole or filter what
 // must stay reachable.
 //
-// It is pure: a Config (from the [guardrails] table) and rules in, a
+// It is pure: a Guardrails (from the [guardrails] table) and rules in, a
 // verdict out. The same checks run on every write path (API, CLI, static
 // configuration) and, after a configuration reload, over the active rules,
 // so a rule that a new guardrail forbids is withdrawn with the reason.
@@ -18,9 +18,10 @@
 //	max_new_rules_per_minute   rate of new rules (updates of existing ones are free)
 //
 // The first four concern one rule and also apply to rules already active
-// (Config.CheckActive); the quotas and the rate limit apply only when
+// (Guardrails.CheckActive); the quotas and the rate limit apply only when
 // rules are added.
-package guard
+
+package config
 
 import (
 	"fmt"
@@ -34,13 +35,13 @@ import (
 
 // Guardrail names.
 const (
-	Safelist        = "safelist"
-	PrefixLength    = "prefix_length"
-	TTLRequired     = "ttl_required"
-	MaxTTL          = "max_ttl"
-	MaxActive       = "max_active_rules"
-	MaxPerDest      = "max_rules_per_destination"
-	MaxNewPerMinute = "max_new_rules_per_minute"
+	GuardSafelist        = "safelist"
+	GuardPrefixLength    = "prefix_length"
+	GuardTTLRequired     = "ttl_required"
+	GuardMaxTTL          = "max_ttl"
+	GuardMaxActive       = "max_active_rules"
+	GuardMaxPerDest      = "max_rules_per_destination"
+	GuardMaxNewPerMinute = "max_new_rules_per_minute"
 )
 
 // Range is an inclusive range of prefix lengths.
@@ -56,10 +57,10 @@ func (r Range) String() string {
 	return fmt.Sprintf("/%d to /%d", r.Min, r.Max)
 }
 
-// Config is one set of guardrails. The zero Config allows everything
+// Guardrails is one set of guardrails. The zero Guardrails allows everything
 // except routes shorter than a host route (see DefaultPrefixLengths).
 // Treat it as read-only once in use.
-type Config struct {
+type Guardrails struct {
 	// Safelist are prefixes no rule may filter or blackhole.
 	Safelist []netip.Prefix
 	// PrefixLengths maps a family to the destination prefix lengths it
@@ -93,7 +94,7 @@ func DefaultPrefixLengths(f flowspec.Family) Range {
 }
 
 // Lengths returns the allowed destination prefix lengths of family f.
-func (c *Config) Lengths(f flowspec.Family) Range {
+func (c *Guardrails) Lengths(f flowspec.Family) Range {
 	if r, ok := c.PrefixLengths[f]; ok {
 		return r
 	}
@@ -101,7 +102,7 @@ func (c *Config) Lengths(f flowspec.Family) Range {
 }
 
 // NeedsActive reports whether Check needs the active rules (a quota is set).
-func (c *Config) NeedsActive() bool { return c.MaxActiveRules > 0 || c.MaxRulesPerDestination > 0 }
+func (c *Guardrails) NeedsActive() bool { return c.MaxActiveRules > 0 || c.MaxRulesPerDestination > 0 }
 
 // Violation is a rule that a guardrail refuses.
 type Violation struct {
@@ -117,29 +118,29 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("rule %q violates guardrail %s: %s", v.Rule, v.Guardrail, v.Msg)
 }
 
-// Input is one rule to be stored: the rule and its TTL (0: none).
-type Input struct {
+// GuardInput is one rule to be stored: the rule and its TTL (0: none).
+type GuardInput struct {
 	Rule flowspec.Rule
 	TTL  time.Duration
 }
 
 // CheckRule applies the guardrails that concern one rule on its own.
-func (c *Config) CheckRule(in Input) *Violation {
+func (c *Guardrails) CheckRule(in GuardInput) *Violation {
 	if v := c.checkMatch(in.Rule); v != nil {
 		return v
 	}
 	text := in.Rule.String()
 	switch {
 	case c.RequireTTL && in.TTL <= 0:
-		return &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl", Msg: "every rule needs a TTL here; give one (e.g. 30m)"}
+		return &Violation{Guardrail: GuardTTLRequired, Rule: text, Field: "ttl", Msg: "every rule needs a TTL here; give one (e.g. 30m)"}
 	case c.MaxTTL > 0 && in.TTL > c.MaxTTL:
-		return &Violation{Guardrail: MaxTTL, Rule: text, Field: "ttl", Msg: fmt.Sprintf("TTL %s is longer than the maximum %s", in.TTL, c.MaxTTL)}
+		return &Violation{Guardrail: GuardMaxTTL, Rule: text, Field: "ttl", Msg: fmt.Sprintf("TTL %s is longer than the maximum %s", in.TTL, c.MaxTTL)}
 	}
 	return nil
 }
 
 // checkMatch applies the safelist and the prefix lengths.
-func (c *Config) checkMatch(r flowspec.Rule) *Violation {
+func (c *Guardrails) checkMatch(r flowspec.Rule) *Violation {
 	f := r.Match.Family()
 	dst, hasDst := r.Match.Destination()
 	if hasDst {
@@ -148,7 +149,7 @@ func (c *Config) checkMatch(r flowspec.Rule) *Violation {
 			if f.IsRoute() {
 				msg += " (a shorter blackhole needs [guardrails] prefix_lengths." + famKey(f) + ")"
 			}
-			return &Violation{Guardrail: PrefixLength, Rule: r.String(), Field: "text", Msg: msg}
+			return &Violation{Guardrail: GuardPrefixLength, Rule: r.String(), Field: "text", Msg: msg}
 		}
 	}
 	// An accept-only FlowSpec rule filters nothing: the safelist allows it.
@@ -161,10 +162,10 @@ func (c *Config) checkMatch(r flowspec.Rule) *Violation {
 		}
 		switch {
 		case !hasDst:
-			return &Violation{Guardrail: Safelist, Rule: r.String(), Field: "text",
+			return &Violation{Guardrail: GuardSafelist, Rule: r.String(), Field: "text",
 				Msg: fmt.Sprintf("the rule has no destination prefix, so it also matches the safelisted %s; add a destination outside it", s)}
 		case dst.Overlaps(s):
-			return &Violation{Guardrail: Safelist, Rule: r.String(), Field: "text",
+			return &Violation{Guardrail: GuardSafelist, Rule: r.String(), Field: "text",
 				Msg: fmt.Sprintf("destination %s overlaps the safelisted %s", dst, s)}
 		}
 	}
@@ -187,7 +188,7 @@ func famKey(f flowspec.Family) string {
 // be stored on top of active (the rules active now). A rule whose Match is
 // already active is an update: it is checked on its own but counts
 // against no quota. It returns the first violation, or nil.
-func (c *Config) Check(ins []Input, active []flowspec.Match) *Violation {
+func (c *Guardrails) Check(ins []GuardInput, active []flowspec.Match) *Violation {
 	for i, in := range ins {
 		if v := c.CheckRule(in); v != nil {
 			v.Index = i
@@ -214,13 +215,13 @@ func (c *Config) Check(ins []Input, active []flowspec.Match) *Violation {
 		have[m] = true
 		total++
 		if c.MaxActiveRules > 0 && total > c.MaxActiveRules {
-			return &Violation{Guardrail: MaxActive, Rule: in.Rule.String(), Index: i, Field: "text",
+			return &Violation{Guardrail: GuardMaxActive, Rule: in.Rule.String(), Index: i, Field: "text",
 				Msg: fmt.Sprintf("it would be active rule number %d; the maximum is %d", total, c.MaxActiveRules)}
 		}
 		if d, ok := m.Destination(); ok {
 			perDest[d]++
 			if c.MaxRulesPerDestination > 0 && perDest[d] > c.MaxRulesPerDestination {
-				return &Violation{Guardrail: MaxPerDest, Rule: in.Rule.String(), Index: i, Field: "text",
+				return &Violation{Guardrail: GuardMaxPerDest, Rule: in.Rule.String(), Index: i, Field: "text",
 					Msg: fmt.Sprintf("%d active rules would have destination %s; the maximum is %d", perDest[d], d, c.MaxRulesPerDestination)}
 			}
 		}
@@ -228,8 +229,8 @@ func (c *Config) Check(ins []Input, active []flowspec.Match) *Violation {
 	return nil
 }
 
-// New reports which of ins are not yet active (they would be created).
-func New(ins []Input, active []flowspec.Match) int {
+// NewRules reports which of ins are not yet active (they would be created).
+func NewRules(ins []GuardInput, active []flowspec.Match) int {
 	have := make(map[flowspec.Match]bool, len(active))
 	for _, m := range active {
 		have[m] = true
@@ -247,24 +248,24 @@ func New(ins []Input, active []flowspec.Match) int {
 // CheckActive applies the per-rule guardrails to a rule that is already
 // active, with remaining its time left (0: never expires). It is what a
 // configuration reload runs over the active rules.
-func (c *Config) CheckActive(r flowspec.Rule, remaining time.Duration) *Violation {
+func (c *Guardrails) CheckActive(r flowspec.Rule, remaining time.Duration) *Violation {
 	if v := c.checkMatch(r); v != nil {
 		return v
 	}
 	switch {
 	case c.RequireTTL && remaining <= 0:
-		return &Violation{Guardrail: TTLRequired, Rule: r.String(), Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL"}
+		return &Violation{Guardrail: GuardTTLRequired, Rule: r.String(), Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL"}
 	case c.MaxTTL > 0 && remaining > c.MaxTTL:
-		return &Violation{Guardrail: MaxTTL, Rule: r.String(), Field: "ttl",
+		return &Violation{Guardrail: GuardMaxTTL, Rule: r.String(), Field: "ttl",
 			Msg: fmt.Sprintf("it expires in %s, later than the maximum TTL %s", remaining.Round(time.Second), c.MaxTTL)}
 	}
 	return nil
 }
 
-// Limiter is the rate limit on new rules: a sliding window of one minute.
+// RateLimiter is the rate limit on new rules: a sliding window of one minute.
 // It is safe for concurrent use and survives configuration reloads (the
 // limit is passed on each call).
-type Limiter struct {
+type RateLimiter struct {
 	mu    sync.Mutex
 	times []time.Time // creation times within the last minute, oldest first
 }
@@ -273,7 +274,7 @@ type Limiter struct {
 // created in the minute up to now, and reports whether it did. limit 0
 // allows everything. On refusal it also returns how long until enough of
 // the window has passed.
-func (l *Limiter) Allow(now time.Time, n, limit int) (bool, time.Duration) {
+func (l *RateLimiter) Allow(now time.Time, n, limit int) (bool, time.Duration) {
 	if limit <= 0 || n == 0 {
 		return true, 0
 	}
@@ -300,33 +301,33 @@ func (l *Limiter) Allow(now time.Time, n, limit int) (bool, time.Duration) {
 
 // RateViolation builds the violation of the rate limit for rule.
 func RateViolation(rule flowspec.Rule, index, limit int, retry time.Duration) *Violation {
-	return &Violation{Guardrail: MaxNewPerMinute, Rule: rule.String(), Index: index, Field: "text",
+	return &Violation{Guardrail: GuardMaxNewPerMinute, Rule: rule.String(), Index: index, Field: "text",
 		Msg: fmt.Sprintf("more than %d new rules in one minute; retry in %s", limit, retry.Round(time.Second))}
 }
 
-// Holder is the current guardrails and the rate limiter's state: a
-// configuration reload swaps the Config atomically while writes go on,
+// GuardHolder is the current guardrails and the rate limiter's state: a
+// configuration reload swaps the Guardrails atomically while writes go on,
 // and the limiter's window survives it.
-type Holder struct {
-	cfg atomic.Pointer[Config]
-	// Limiter is the rate limit on new rules.
-	Limiter Limiter
+type GuardHolder struct {
+	cfg atomic.Pointer[Guardrails]
+	// RateLimiter is the rate limit on new rules.
+	RateLimiter RateLimiter
 }
 
-// NewHolder returns a Holder with c.
-func NewHolder(c Config) *Holder {
-	h := &Holder{}
+// NewGuardHolder returns a GuardHolder with c.
+func NewGuardHolder(c Guardrails) *GuardHolder {
+	h := &GuardHolder{}
 	h.Set(c)
 	return h
 }
 
 // Set replaces the guardrails.
-func (h *Holder) Set(c Config) { h.cfg.Store(&c) }
+func (h *GuardHolder) Set(c Guardrails) { h.cfg.Store(&c) }
 
-// Config returns the current guardrails (the zero Config before Set).
-func (h *Holder) Config() *Config {
+// Guardrails returns the current guardrails (the zero Guardrails before Set).
+func (h *GuardHolder) Guardrails() *Guardrails {
 	if c := h.cfg.Load(); c != nil {
 		return c
 	}
-	return &Config{}
+	return &Guardrails{}
 }

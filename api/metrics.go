@@ -10,7 +10,7 @@
 //
 // The instrumented packages do not import Prometheus; only this package and
 // main.go do.
-package metrics
+package api
 
 import (
 	"net/http"
@@ -26,8 +26,8 @@ import (
 	"github.com/ribkeeper/ribkeeper/reconcile"
 )
 
-// Namespace prefixes every metric name.
-const Namespace = "ribkeeper"
+// metricsNamespace prefixes every metric name.
+const metricsNamespace = "ribkeeper"
 
 // Metrics holds the registry and the event-shaped metrics.
 type Metrics struct {
@@ -44,9 +44,9 @@ type Metrics struct {
 	apiDuration    *prometheus.HistogramVec
 }
 
-// New returns Metrics on a fresh registry that also carries the Go runtime
+// NewMetrics returns Metrics on a fresh registry that also carries the Go runtime
 // and process collectors. A nil log discards logs.
-func New(log hclog.Logger) *Metrics {
+func NewMetrics(log hclog.Logger) *Metrics {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -54,37 +54,37 @@ func New(log hclog.Logger) *Metrics {
 		log: log,
 		reg: prometheus.NewRegistry(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "reconcile", Name: "passes_total",
+			Namespace: metricsNamespace, Subsystem: "reconcile", Name: "passes_total",
 			Help: "Reconcile passes run, by result: ok, error (something failed; see the log), dry-run.",
 		}, []string{"result"}),
 		passDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "reconcile", Name: "pass_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: "reconcile", Name: "pass_duration_seconds",
 			Help:    "Duration of reconcile passes.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: Namespace, Subsystem: "reconcile", Name: "last_pass_timestamp_seconds",
+			Namespace: metricsNamespace, Subsystem: "reconcile", Name: "last_pass_timestamp_seconds",
 			Help: "Unix time at which the last reconcile pass started.",
 		}),
 		announcements: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "announcements_total",
+			Namespace: metricsNamespace, Name: "announcements_total",
 			Help: "Paths the reconciler announced to the BGP speaker, by family and op (add, update, readd, replace).",
 		}, []string{"family", "op"}),
 		withdrawals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "withdrawals_total",
+			Namespace: metricsNamespace, Name: "withdrawals_total",
 			Help: "Paths the reconciler withdrew from the BGP speaker, by family and op (retire: a withdrawn or expired rule; orphan: a path nothing desires).",
 		}, []string{"family", "op"}),
 		expiryLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "expiry_lateness_seconds",
+			Namespace: metricsNamespace, Name: "expiry_lateness_seconds",
 			Help:    "Time from a rule's expires_at until the reconciler saw its path gone from the RIB.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Subsystem: "api", Name: "requests_total",
+			Namespace: metricsNamespace, Subsystem: "api", Name: "requests_total",
 			Help: "API requests answered, by route pattern, method and HTTP status code.",
 		}, []string{"route", "method", "code"}),
 		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Subsystem: "api", Name: "request_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: "api", Name: "request_duration_seconds",
 			Help:    "Time to answer API requests, by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route"}),

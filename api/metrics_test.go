@@ -1,4 +1,4 @@
-package metrics_test
+package api_test
 
 import (
 	"context"
@@ -17,15 +17,14 @@ import (
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// value sums the samples of the metric family name whose labels include
+// mxValue sums the samples of the metric family name whose labels include
 // want: counter and gauge values, histogram sample counts. ok is false when
 // no series matches.
-func value(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) (v float64, ok bool) {
+func mxValue(t *testing.T, reg prometheus.Gatherer, name string, want map[string]string) (v float64, ok bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -60,15 +59,15 @@ func value(t *testing.T, reg prometheus.Gatherer, name string, want map[string]s
 	return v, ok
 }
 
-type rig struct {
-	m    *metrics.Metrics
+type mxRig struct {
+	m    *api.Metrics
 	st   *store.Store
 	sp   *bgp.Speaker
 	peer *bgp.Speaker
 	hc   *http.Client
 }
 
-func freePort(t *testing.T, addr string) int32 {
+func mxFreePort(t *testing.T, addr string) int32 {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
@@ -78,15 +77,15 @@ func freePort(t *testing.T, addr string) int32 {
 	return int32(l.Addr().(*net.TCPAddr).Port)
 }
 
-// newRig wires real parts as main.go does: SQLite store, an embedded
+// newMxRig wires real parts as main.go does: SQLite store, an embedded
 // speaker peering over loopback with a second speaker (the "router"), the
 // reconciler and the API on a unix socket, all reporting to one Metrics.
-func newRig(t *testing.T) *rig {
+func newMxRig(t *testing.T) *mxRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := hclog.New(&hclog.LoggerOptions{Output: hclog.DefaultOutput, Level: hclog.Warn})
-	m := metrics.New(log)
+	m := api.NewMetrics(log)
 
 	dir := t.TempDir()
 	st, err := store.Open(ctx, store.Config{Path: filepath.Join(dir, "rk.db"), Site: "test"})
@@ -96,7 +95,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() { st.Close() })
 
 	a, b := "127.0.0.1", "127.0.0.2"
-	pa, pb := freePort(t, a), freePort(t, b)
+	pa, pb := mxFreePort(t, a), mxFreePort(t, b)
 	sp := bgp.New(log.Named("bgp"), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr(a),
 		ListenAddresses: []string{a}, ListenPort: pa,
 		Neighbors: []bgp.Neighbor{{Address: netip.MustParseAddr(b), ASN: 65001, Port: uint16(pb),
@@ -115,7 +114,7 @@ func newRig(t *testing.T) *rig {
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		Recorder: m, SettleTimeout: 200 * time.Millisecond, RetryBase: 10 * time.Millisecond,
 	})
-	m.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
+	m.Watch(api.MetricsSources{Rules: st, Drift: rec, Speaker: sp})
 	srv := api.New(log.Named("api"), st, sp, api.WithMetrics(m.Handler(), m), api.WithReconciler(rec))
 	sock := filepath.Join(dir, "rk.sock")
 	go rec.Run(ctx)
@@ -126,8 +125,8 @@ func newRig(t *testing.T) *rig {
 			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 		},
 	}}
-	r := &rig{m: m, st: st, sp: sp, peer: peer, hc: hc}
-	eventually(t, 10*time.Second, "API answering", func() bool {
+	r := &mxRig{m: m, st: st, sp: sp, peer: peer, hc: hc}
+	mxEventually(t, 10*time.Second, "API answering", func() bool {
 		resp, err := hc.Get("http://rk/v1/status")
 		if err == nil {
 			resp.Body.Close()
@@ -137,7 +136,7 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
-func (r *rig) request(t *testing.T, method, path, body string) int {
+func (r *mxRig) request(t *testing.T, method, path, body string) int {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://rk"+path, strings.NewReader(body))
 	resp, err := r.hc.Do(req)
@@ -148,7 +147,7 @@ func (r *rig) request(t *testing.T, method, path, body string) int {
 	return resp.StatusCode
 }
 
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func mxEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -159,13 +158,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// moved waits until the metric's value reaches at least want.
-func (r *rig) moved(t *testing.T, name string, labels map[string]string, want float64) {
+// moved waits until the metric's mxValue reaches at least want.
+func (r *mxRig) moved(t *testing.T, name string, labels map[string]string, want float64) {
 	t.Helper()
 	var last float64
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		v, _ := value(t, r.m.Registry(), name, labels)
+		v, _ := mxValue(t, r.m.Registry(), name, labels)
 		if v >= want {
 			return
 		}
@@ -177,22 +176,22 @@ func (r *rig) moved(t *testing.T, name string, labels map[string]string, want fl
 	}
 }
 
-type L = map[string]string
+type mxL = map[string]string
 
 // Every metric is driven by the code path it names, with real parts: an
 // API request, a reconcile pass, an announcement, a TTL expiring, drift
 // repaired, a BGP session coming up.
 func TestEveryMetricMoves(t *testing.T) {
-	r := newRig(t)
+	r := newMxRig(t)
 	reg := r.m.Registry()
 
 	// A BGP session comes up: session state, up, uptime.
-	r.moved(t, "ribkeeper_peer_session_state", L{"peer": "127.0.0.2", "state": "established"}, 1)
-	r.moved(t, "ribkeeper_peer_up", L{"peer": "127.0.0.2"}, 1)
-	if v, ok := value(t, reg, "ribkeeper_peer_session_state", L{"peer": "127.0.0.2", "state": "idle"}); !ok || v != 0 {
+	r.moved(t, "ribkeeper_peer_session_state", mxL{"peer": "127.0.0.2", "state": "established"}, 1)
+	r.moved(t, "ribkeeper_peer_up", mxL{"peer": "127.0.0.2"}, 1)
+	if v, ok := mxValue(t, reg, "ribkeeper_peer_session_state", mxL{"peer": "127.0.0.2", "state": "idle"}); !ok || v != 0 {
 		t.Errorf("idle state of an established peer = %v (present %v), want 0", v, ok)
 	}
-	r.moved(t, "ribkeeper_reconcile_passes_total", L{"result": "ok"}, 1)
+	r.moved(t, "ribkeeper_reconcile_passes_total", mxL{"result": "ok"}, 1)
 	r.moved(t, "ribkeeper_reconcile_pass_duration_seconds", nil, 1)
 	r.moved(t, "ribkeeper_rib_ready", nil, 1)
 
@@ -204,21 +203,21 @@ func TestEveryMetricMoves(t *testing.T) {
 	if code := r.request(t, "POST", "/v1/rules", `{"text": "match nonsense"}`); code != 400 {
 		t.Fatalf("POST bad rule: %d", code)
 	}
-	r.moved(t, "ribkeeper_api_requests_total", L{"route": "/v1/rules", "method": "POST", "code": "201"}, 1)
-	r.moved(t, "ribkeeper_api_requests_total", L{"route": "/v1/rules", "method": "POST", "code": "400"}, 1)
-	r.moved(t, "ribkeeper_api_request_duration_seconds", L{"route": "/v1/rules"}, 2)
-	r.moved(t, "ribkeeper_announcements_total", L{"family": "ipv4-flowspec", "op": "add"}, 1)
-	r.moved(t, "ribkeeper_rules", L{"state": "active", "family": "ipv4-flowspec"}, 1)
-	r.moved(t, "ribkeeper_rules_announced", L{"family": "ipv4-flowspec"}, 1)
-	r.moved(t, "ribkeeper_rib_paths", L{"family": "ipv4-flowspec"}, 1)
-	r.moved(t, "ribkeeper_peer_prefixes_sent", L{"peer": "127.0.0.2"}, 1)
+	r.moved(t, "ribkeeper_api_requests_total", mxL{"route": "/v1/rules", "method": "POST", "code": "201"}, 1)
+	r.moved(t, "ribkeeper_api_requests_total", mxL{"route": "/v1/rules", "method": "POST", "code": "400"}, 1)
+	r.moved(t, "ribkeeper_api_request_duration_seconds", mxL{"route": "/v1/rules"}, 2)
+	r.moved(t, "ribkeeper_announcements_total", mxL{"family": "ipv4-flowspec", "op": "add"}, 1)
+	r.moved(t, "ribkeeper_rules", mxL{"state": "active", "family": "ipv4-flowspec"}, 1)
+	r.moved(t, "ribkeeper_rules_announced", mxL{"family": "ipv4-flowspec"}, 1)
+	r.moved(t, "ribkeeper_rib_paths", mxL{"family": "ipv4-flowspec"}, 1)
+	r.moved(t, "ribkeeper_peer_prefixes_sent", mxL{"peer": "127.0.0.2"}, 1)
 	r.moved(t, "ribkeeper_reconcile_last_pass_timestamp_seconds", nil, float64(time.Now().Add(-time.Minute).Unix()))
 
 	// The TTL passes: the path is withdrawn as retire, the rule expires,
 	// and its lateness is observed.
-	r.moved(t, "ribkeeper_withdrawals_total", L{"family": "ipv4-flowspec", "op": "retire"}, 1)
+	r.moved(t, "ribkeeper_withdrawals_total", mxL{"family": "ipv4-flowspec", "op": "retire"}, 1)
 	r.moved(t, "ribkeeper_expiry_lateness_seconds", nil, 1)
-	r.moved(t, "ribkeeper_rules", L{"state": "expired", "family": "ipv4-flowspec"}, 1)
+	r.moved(t, "ribkeeper_rules", mxL{"state": "expired", "family": "ipv4-flowspec"}, 1)
 
 	// Drift: a desired path withdrawn behind our back is re-added; a path
 	// nothing desires is withdrawn.
@@ -229,14 +228,14 @@ func TestEveryMetricMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "desired path in the RIB", func() bool { _, ok := r.sp.Lookup(desired.Match); return ok })
+	mxEventually(t, 5*time.Second, "desired path in the RIB", func() bool { _, ok := r.sp.Lookup(desired.Match); return ok })
 	time.Sleep(300 * time.Millisecond) // let a pass see it in the RIB
 	ctx := context.Background()
 	if err := r.sp.Withdraw(ctx, desired.Match); err != nil {
 		t.Fatal(err)
 	}
-	r.moved(t, "ribkeeper_drift_repairs_total", L{"kind": "readded"}, 1)
-	r.moved(t, "ribkeeper_announcements_total", L{"family": "ipv4-flowspec", "op": "readd"}, 1)
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "readded"}, 1)
+	r.moved(t, "ribkeeper_announcements_total", mxL{"family": "ipv4-flowspec", "op": "readd"}, 1)
 
 	orphan, err := flowspec.Parse("match destination 192.0.2.99/32 then discard")
 	if err != nil {
@@ -245,20 +244,20 @@ func TestEveryMetricMoves(t *testing.T) {
 	if err := r.sp.Announce(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
-	r.moved(t, "ribkeeper_drift_repairs_total", L{"kind": "orphan_withdrawn"}, 1)
-	r.moved(t, "ribkeeper_withdrawals_total", L{"family": "ipv4-flowspec", "op": "orphan"}, 1)
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "orphan_withdrawn"}, 1)
+	r.moved(t, "ribkeeper_withdrawals_total", mxL{"family": "ipv4-flowspec", "op": "orphan"}, 1)
 
 	// Withdrawing over the API: withdrawing, then withdrawn.
 	if code := r.request(t, "DELETE", "/v1/rules/2", ""); code != 202 {
 		t.Fatalf("DELETE /v1/rules/2: %d", code)
 	}
-	r.moved(t, "ribkeeper_rules", L{"state": "withdrawn"}, 1)
-	r.moved(t, "ribkeeper_api_requests_total", L{"route": "/v1/rules/{id}", "method": "DELETE", "code": "202"}, 1)
+	r.moved(t, "ribkeeper_rules", mxL{"state": "withdrawn"}, 1)
+	r.moved(t, "ribkeeper_api_requests_total", mxL{"route": "/v1/rules/{id}", "method": "DELETE", "code": "202"}, 1)
 
 	// The session goes down: the peer is no longer up.
 	r.peer.Stop()
-	eventually(t, 10*time.Second, "peer down", func() bool {
-		v, _ := value(t, reg, "ribkeeper_peer_up", L{"peer": "127.0.0.2"})
+	mxEventually(t, 10*time.Second, "peer down", func() bool {
+		v, _ := mxValue(t, reg, "ribkeeper_peer_up", mxL{"peer": "127.0.0.2"})
 		return v == 0
 	})
 

@@ -1,4 +1,4 @@
-package metrics
+package api
 
 import (
 	"context"
@@ -13,35 +13,35 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// Rules lists stored rules (implemented by *store.Store).
-type Rules interface {
+// scrapeRules lists stored rules (implemented by *store.Store).
+type scrapeRules interface {
 	List(ctx context.Context, state store.State) ([]store.Rule, error)
 }
 
-// Drift reads the reconciler's drift repair counters (implemented by
+// scrapeDrift reads the reconciler's drift repair counters (implemented by
 // *reconcile.Reconciler).
-type Drift interface {
+type scrapeDrift interface {
 	Drift() reconcile.DriftCounts
 }
 
-// Speaker is the BGP side read at scrape time (implemented by
+// scrapeSpeaker is the BGP side read at scrape time (implemented by
 // *bgp.Speaker).
-type Speaker interface {
+type scrapeSpeaker interface {
 	Peers(ctx context.Context) ([]bgp.PeerStatus, error)
 	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
 }
 
-// Sources are what Watch reads at scrape time; nil ones are skipped.
-type Sources struct {
-	Rules   Rules
-	Drift   Drift
-	Speaker Speaker
+// MetricsSources are what Watch reads at scrape time; nil ones are skipped.
+type MetricsSources struct {
+	Rules   scrapeRules
+	Drift   scrapeDrift
+	Speaker scrapeSpeaker
 	// Timeout bounds each source call of one scrape (default 5 s).
 	Timeout time.Duration
 }
 
 // Watch registers the state-shaped metrics, read from src at every scrape.
-func (m *Metrics) Watch(src Sources) {
+func (m *Metrics) Watch(src MetricsSources) {
 	if src.Timeout <= 0 {
 		src.Timeout = 5 * time.Second
 	}
@@ -52,39 +52,39 @@ func (m *Metrics) Watch(src Sources) {
 var peerStates = []string{"idle", "connect", "active", "opensent", "openconfirm", "established"}
 
 var (
-	descRules = prometheus.NewDesc(Namespace+"_rules",
+	descRules = prometheus.NewDesc(metricsNamespace+"_rules",
 		"Stored rules by state (active, withdrawing, withdrawn, expired) and family.",
 		[]string{"state", "family"}, nil)
-	descRulesAnnounced = prometheus.NewDesc(Namespace+"_rules_announced",
+	descRulesAnnounced = prometheus.NewDesc(metricsNamespace+"_rules_announced",
 		"Active rules this site's reconciler reports announced, by family.",
 		[]string{"family"}, nil)
-	descDrift = prometheus.NewDesc(Namespace+"_drift_repairs_total",
+	descDrift = prometheus.NewDesc(metricsNamespace+"_drift_repairs_total",
 		"Repairs of the RIB drifting from what ribkeeper had seen it hold, by kind: readded (a desired path went missing), orphan_withdrawn (a path nothing desires), replaced (a desired path's action changed under us).",
 		[]string{"kind"}, nil)
-	descPeerState = prometheus.NewDesc(Namespace+"_peer_session_state",
+	descPeerState = prometheus.NewDesc(metricsNamespace+"_peer_session_state",
 		"1 for the BGP session state the peer is in, 0 for the others.",
 		[]string{"peer", "asn", "state"}, nil)
-	descPeerUp = prometheus.NewDesc(Namespace+"_peer_up",
+	descPeerUp = prometheus.NewDesc(metricsNamespace+"_peer_up",
 		"1 if the BGP session with the peer is established.",
 		[]string{"peer"}, nil)
-	descPeerUptime = prometheus.NewDesc(Namespace+"_peer_uptime_seconds",
+	descPeerUptime = prometheus.NewDesc(metricsNamespace+"_peer_uptime_seconds",
 		"Time since the BGP session with the peer was established; 0 when it is not.",
 		[]string{"peer"}, nil)
-	descPeerSent = prometheus.NewDesc(Namespace+"_peer_prefixes_sent",
+	descPeerSent = prometheus.NewDesc(metricsNamespace+"_peer_prefixes_sent",
 		"Paths advertised to the peer (FlowSpec rules of its families).",
 		[]string{"peer"}, nil)
-	descPeerReceived = prometheus.NewDesc(Namespace+"_peer_prefixes_received",
+	descPeerReceived = prometheus.NewDesc(metricsNamespace+"_peer_prefixes_received",
 		"Routes the peer sent (all rejected by the import policy).",
 		[]string{"peer"}, nil)
-	descRIBPaths = prometheus.NewDesc(Namespace+"_rib_paths",
+	descRIBPaths = prometheus.NewDesc(metricsNamespace+"_rib_paths",
 		"Locally originated paths in the BGP RIB (the mirror), by family.",
 		[]string{"family"}, nil)
-	descRIBReady = prometheus.NewDesc(Namespace+"_rib_ready",
+	descRIBReady = prometheus.NewDesc(metricsNamespace+"_rib_ready",
 		"1 once the RIB mirror is initialised.", nil, nil)
 )
 
 type stateCollector struct {
-	src Sources
+	src MetricsSources
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
