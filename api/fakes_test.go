@@ -186,3 +186,16 @@ func (f *fakeRIB) setPeers(p []bgp.PeerStatus) {
 	defer f.mu.Unlock()
 	f.peers = p
 }
+
+func (f *fakeRules) Counts(ctx context.Context) ([]store.Count, error) {
+	rules, err := f.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Count
+	for _, r := range rules {
+		out = append(out, store.Count{Family: r.Rule.Match.Family(), State: r.State,
+			WithdrawRequested: r.WithdrawRequested, Announced: r.Announced, N: 1})
+	}
+	return out, nil
+}

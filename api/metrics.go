@@ -97,7 +97,7 @@ func NewMetrics(log hclog.Logger) *Metrics {
 	)
 	// Families are few and known: show them at zero from the start, so
 	// that rate() works from the first increment.
-	for _, f := range []flowspec.Family{flowspec.IPv4, flowspec.IPv6} {
+	for _, f := range families {
 		for _, op := range []string{"add", "update", "readd", "replace"} {
 			m.announcements.WithLabelValues(f.String(), op)
 		}
@@ -105,7 +105,7 @@ func NewMetrics(log hclog.Logger) *Metrics {
 			m.withdrawals.WithLabelValues(f.String(), op)
 		}
 	}
-	for _, r := range []string{"ok", "error", "dry-run"} {
+	for _, r := range []string{"ok", "skipped", "error", "dry-run"} {
 		m.passes.WithLabelValues(r)
 	}
 	return m
@@ -127,7 +127,12 @@ func (m *Metrics) Handler() http.Handler {
 
 // PassDone implements reconcile.Recorder.
 func (m *Metrics) PassDone(p reconcile.PassResult) {
-	m.passes.WithLabelValues(p.Outcome()).Inc()
+	outcome := p.Outcome()
+	if outcome == "ok" && p.Skipped {
+		// Nothing changed on either side since the last pass.
+		outcome = "skipped"
+	}
+	m.passes.WithLabelValues(outcome).Inc()
 	m.passDuration.Observe(p.Duration.Seconds())
 	m.lastPass.Set(float64(p.Started.UnixNano()) / 1e9)
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// scrapeRules lists stored rules (implemented by *store.Store).
+// scrapeRules counts stored rules (implemented by *store.Store).
 type scrapeRules interface {
-	List(ctx context.Context, state store.State) ([]store.Rule, error)
+	Counts(ctx context.Context) ([]store.Count, error)
 }
 
 // scrapeDrift reads the reconciler's drift repair counters (implemented by
@@ -103,7 +103,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, k := range []struct {
 			kind string
 			n    uint64
-		}{{"readded", d.Readded}, {"orphan_withdrawn", d.OrphansWithdrawn}, {"replaced", d.Replaced}} {
+		}{
+			{"readded", d.Readded}, {"orphan_withdrawn", d.OrphansWithdrawn}, {"replaced", d.Replaced},
+			{"speaker_restart", d.SpeakerRestarts}, {"reannounced", d.Reannounced}, {"peer_reset", d.PeerResets},
+		} {
 			ch <- prometheus.MustNewConstMetric(descDrift, prometheus.CounterValue, float64(k.n), k.kind)
 		}
 	}
@@ -113,12 +116,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-var families = []flowspec.Family{flowspec.IPv4, flowspec.IPv6}
+var families = []flowspec.Family{flowspec.IPv4, flowspec.IPv6, flowspec.IPv4Unicast, flowspec.IPv6Unicast}
 
 func (c *stateCollector) collectRules(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.src.Timeout)
 	defer cancel()
-	rules, err := c.src.Rules.List(ctx, "")
+	rows, err := c.src.Rules.Counts(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descRules, err)
 		return
@@ -133,15 +136,15 @@ func (c *stateCollector) collectRules(ch chan<- prometheus.Metric) {
 		}
 		announced[f.String()] = 0
 	}
-	for _, r := range rules {
+	for _, r := range rows {
 		state := string(r.State)
 		if r.State == store.Active && r.WithdrawRequested {
 			state = "withdrawing"
 		}
-		fam := r.Rule.Match.Family().String()
-		counts[key{state, fam}]++
+		fam := r.Family.String()
+		counts[key{state, fam}] += r.N
 		if r.State == store.Active && r.Announced {
-			announced[fam]++
+			announced[fam] += r.N
 		}
 	}
 	for k, n := range counts {

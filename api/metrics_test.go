@@ -247,12 +247,39 @@ func TestEveryMetricMoves(t *testing.T) {
 	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "orphan_withdrawn"}, 1)
 	r.moved(t, "ribkeeper_withdrawals_total", mxL{"family": "ipv4-flowspec", "op": "orphan"}, 1)
 
+	// The path's action changed behind our back: replaced.
+	if err := r.sp.Announce(ctx, flowspec.Rule{Match: desired.Match, Action: flowspec.RateLimit(1000)}); err != nil {
+		t.Fatal(err)
+	}
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "replaced"}, 1)
+
 	// Withdrawing over the API: withdrawing, then withdrawn.
 	if code := r.request(t, "DELETE", "/v1/rules/2", ""); code != 202 {
 		t.Fatalf("DELETE /v1/rules/2: %d", code)
 	}
 	r.moved(t, "ribkeeper_rules", mxL{"state": "withdrawn"}, 1)
 	r.moved(t, "ribkeeper_api_requests_total", mxL{"route": "/v1/rules/{id}", "method": "DELETE", "code": "202"}, 1)
+
+	// The upstream peer resets and comes back; then the embedded speaker
+	// itself restarts and everything is announced again.
+	if code := r.request(t, "POST", "/v1/rules", `{"text": "match destination 198.51.100.2/32 then discard"}`); code != 201 {
+		t.Fatalf("POST /v1/rules: %d", code)
+	}
+	kept, err := flowspec.Parse("match destination 198.51.100.2/32 then discard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mxEventually(t, 5*time.Second, "kept path in the RIB", func() bool { _, ok := r.sp.Lookup(kept.Match); return ok })
+	if err := r.peer.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "peer_reset"}, 1)
+	if err := r.sp.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "speaker_restart"}, 1)
+	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "reannounced"}, 1)
+	r.moved(t, "ribkeeper_reconcile_passes_total", mxL{"result": "skipped"}, 1)
 
 	// The session goes down: the peer is no longer up.
 	r.peer.Stop()

@@ -34,6 +34,9 @@ type Rules interface {
 	// History returns a rule's audit trail, oldest first; store.ErrNotFound
 	// for an unknown id.
 	History(ctx context.Context, id int64) ([]store.Event, error)
+	// Counts counts the stored rules by family, state and this site's
+	// announce status without reading them all.
+	Counts(ctx context.Context) ([]store.Count, error)
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).

@@ -71,25 +71,25 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 			out.Peers = append(out.Peers, peerFromBGP(p))
 		}
 	}
-	if rules, err := s.rules.List(r.Context(), ""); err != nil {
+	if counts, err := s.rules.Counts(r.Context()); err != nil {
 		out.Errors = append(out.Errors, "rules: "+oneLine(err.Error()))
 	} else {
 		c := &RuleCounts{ByFamily: map[string]int{}}
-		for _, sr := range rules {
+		for _, n := range counts {
 			switch {
-			case sr.State == store.Active && sr.WithdrawRequested:
-				c.Withdrawing++
-			case sr.State == store.Active:
-				c.Active++
-			case sr.State == store.Withdrawn:
-				c.Withdrawn++
-			case sr.State == store.Expired:
-				c.Expired++
+			case n.State == store.Active && n.WithdrawRequested:
+				c.Withdrawing += n.N
+			case n.State == store.Active:
+				c.Active += n.N
+			case n.State == store.Withdrawn:
+				c.Withdrawn += n.N
+			case n.State == store.Expired:
+				c.Expired += n.N
 			}
-			if sr.State == store.Active {
-				c.ByFamily[sr.Rule.Match.Family().String()]++
-				if sr.Announced {
-					c.Announced++
+			if n.State == store.Active {
+				c.ByFamily[n.Family.String()] += n.N
+				if n.Announced {
+					c.Announced += n.N
 				}
 			}
 		}

@@ -23,6 +23,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("ChangesAfterWrites", func(t *testing.T) { testChanges(t, fresh) })
 	t.Run("MigrationsConcurrentOpens", func(t *testing.T) { testMigrations(t, fresh) })
 	t.Run("EveryActionRoundTrips", func(t *testing.T) { testActionsRoundTrip(t, fresh) })
+	t.Run("CountsMatchList", func(t *testing.T) { testCounts(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -523,6 +524,58 @@ func testActionsRoundTrip(t *testing.T, fresh freshFunc) {
 		}
 		if got.Rule != r {
 			t.Errorf("%s: read back as %s", text, got.Rule)
+		}
+	}
+}
+
+// Counts agrees with what List returns, state by state.
+func testCounts(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	var ids []int64
+	for i := 1; i <= 6; i++ {
+		r, _, err := s.Upsert(ctx, Input{Rule: rule(t, i, "discard"), Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if _, err := s.Withdraw(ctx, ids[0], "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Withdraw(ctx, ids[1], "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, ids[1], Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetStatus(ctx, ids[2:4], true, ""); err != nil {
+		t.Fatal(err)
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		state                  State
+		withdrawing, announced bool
+	}
+	got := map[key]int{}
+	for _, c := range counts {
+		if c.Family != flowspec.IPv4 {
+			t.Errorf("count of family %v", c.Family)
+		}
+		got[key{c.State, c.WithdrawRequested, c.Announced}] += c.N
+	}
+	want := map[key]int{
+		{Active, true, false}:    1,
+		{Withdrawn, true, false}: 1,
+		{Active, false, true}:    2,
+		{Active, false, false}:   2,
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("count %+v = %d, want %d (all: %v)", k, got[k], n, got)
 		}
 	}
 }
