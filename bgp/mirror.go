@@ -35,12 +35,45 @@ type mirror struct {
 	// epoch numbers the RIB watches: events of an earlier watch (before a
 	// Restart) are dropped.
 	epoch uint64
+	// dirty holds the Matches whose path was added, replaced or removed
+	// since the last DrainDirty; dirtyAll replaces it when it overflowed
+	// or the mirror was emptied (see DrainDirty).
+	dirty    map[flowspec.Match]struct{}
+	dirtyAll bool
 }
+
+// maxDirty bounds the dirty set: past it, a reader is told to look at
+// everything, which costs about as much as walking this many keys.
+const maxDirty = 1 << 16
 
 func (m *mirror) init() {
 	m.paths = make(map[flowspec.Match]flowspec.Action)
 	m.byFamily = make(map[flowspec.Family]int)
 	m.readyCh = make(chan struct{})
+	m.dirty = make(map[flowspec.Match]struct{})
+	m.dirtyAll = true
+}
+
+// markDirty records that the path of k changed. Called with mu held.
+func (m *mirror) markDirty(k flowspec.Match) {
+	if m.dirtyAll {
+		return
+	}
+	if len(m.dirty) >= maxDirty {
+		m.markAll()
+		return
+	}
+	m.dirty[k] = struct{}{}
+}
+
+// markAll records that any path may have changed. Called with mu held.
+func (m *mirror) markAll() {
+	m.dirtyAll = true
+	if len(m.dirty) > 1024 {
+		m.dirty = make(map[flowspec.Match]struct{}) // give the memory back
+	} else {
+		clear(m.dirty)
+	}
 }
 
 func (m *mirror) reset() {
@@ -49,6 +82,7 @@ func (m *mirror) reset() {
 	m.ready = false
 	m.closed = true
 	m.gen++
+	m.markAll()
 	clear(m.paths)
 	clear(m.byFamily)
 }
@@ -65,6 +99,56 @@ func (s *Speaker) Generation() uint64 {
 	return s.mirror.gen
 }
 
+// DrainDirty calls fn for every Match whose local path was added, replaced
+// or removed since the previous call, forgets them, and returns the
+// generation they bring the reader up to (see Generation). complete is
+// false when the changes cannot be listed: the mirror is not initialised,
+// it was emptied and rebuilt since the previous call (Restart, Stop), the
+// set overflowed, or what Paths reports changed for every route
+// (SetRouteNextHops); fn is then not called and the reader must compare
+// every path (Paths). The first call after Start is incomplete.
+//
+// It serves one reader: a reconciler that keeps what it drained until it
+// has compared those Matches. fn runs under the mirror's lock: it must be
+// quick and must not call back into the speaker.
+func (s *Speaker) DrainDirty(fn func(flowspec.Match)) (gen uint64, complete bool) {
+	m := &s.mirror
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.ready {
+		return m.gen, false
+	}
+	if m.dirtyAll {
+		m.dirtyAll = false
+		return m.gen, false
+	}
+	for k := range m.dirty {
+		fn(k)
+	}
+	if len(m.dirty) > 1024 {
+		m.dirty = make(map[flowspec.Match]struct{})
+	} else {
+		clear(m.dirty)
+	}
+	return m.gen, true
+}
+
+// Path returns the local path for k as Paths reports it: its action and
+// whether there is one. ok is false (and present too) while the mirror is
+// not initialised.
+func (s *Speaker) Path(k flowspec.Match) (a flowspec.Action, present, ok bool) {
+	s.mirror.mu.RLock()
+	defer s.mirror.mu.RUnlock()
+	if !s.mirror.ready {
+		return flowspec.Action{}, false, false
+	}
+	a, present = s.mirror.paths[k]
+	if present && k.Family().IsRoute() {
+		a = s.routes.view(k, a)
+	}
+	return a, present, true
+}
+
 // reopen empties the mirror for a new RIB watch (Restart): not ready
 // until the new watch's snapshot arrives; events of older watches are
 // dropped from now on.
@@ -74,6 +158,7 @@ func (m *mirror) reopen() {
 	m.ready, m.closed = false, false
 	m.epoch++
 	m.gen++
+	m.markAll()
 	clear(m.paths)
 	clear(m.byFamily)
 	m.readyCh = make(chan struct{})
@@ -247,6 +332,7 @@ func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 			if _, ok := s.mirror.paths[u.m]; ok {
 				delete(s.mirror.paths, u.m)
 				s.mirror.byFamily[u.m.Family()]--
+				s.mirror.markDirty(u.m)
 				changed = true
 			}
 			continue
@@ -257,6 +343,7 @@ func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 		}
 		if !ok || old != u.a {
 			s.mirror.paths[u.m] = u.a
+			s.mirror.markDirty(u.m)
 			changed = true
 		}
 	}

@@ -94,6 +94,7 @@ func (s *Speaker) SetRouteNextHops(nh4, nh6 netip.Addr) {
 		// that skip work while the generation stands still must look.
 		s.mirror.mu.Lock()
 		s.mirror.gen++
+		s.mirror.markAll()
 		s.mirror.mu.Unlock()
 		s.log.Info("route next hops changed", "next_hop_ipv4", nh4, "next_hop_ipv6", nh6)
 		s.signal()

@@ -130,7 +130,7 @@ func TestNewViewLifecycle(t *testing.T) {
 	if _, ok := v.hold[bad.Rule.Match]; !ok || len(v.invalid) != 1 {
 		t.Errorf("invalid rule not held and reported: hold %v, invalid %v", v.hold, v.invalid)
 	}
-	if w := v.want[dupNew.Rule.Match]; w.ID != 7 || len(v.shadowed) != 1 || v.shadowed[0] != (shadowedRow{id: 6, by: 7}) {
+	if w, sh := v.want[dupNew.Rule.Match], v.shadowed[dupNew.Rule.Match]; w.ID != 7 || len(v.shadowed) != 1 || len(sh) != 1 || sh[0] != (shadowedRow{id: 6, by: 7}) {
 		t.Errorf("duplicate match: want owned by 7 and 6 shadowed, got %+v %+v", w, v.shadowed)
 	}
 	if !v.nextExpiry.Equal(now.Add(time.Second)) {

@@ -1,7 +1,9 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -10,7 +12,9 @@ import (
 
 // view is desired state as of one instant: the lifecycle and validate steps
 // of a pass. It is computed from stored rows and a clock reading only, so
-// the same rows give the same view.
+// the same rows give the same view, and everything in it is per Match: the
+// view of one Match depends on the rows of that Match only, so it can be
+// refreshed for the Matches whose rows changed (see refresh).
 type view struct {
 	// want has one entry per Match: the rule that must be announced, or
 	// else a retiring rule whose path must go.
@@ -18,16 +22,16 @@ type view struct {
 	// retiring holds every retiring row by Match: several rows can finish
 	// when one path goes.
 	retiring map[flowspec.Match][]Item
-	// invalid lists desired rows that failed validation (terminal).
-	invalid []invalidRow
+	// invalid lists, by Match, desired rows that failed validation
+	// (terminal).
+	invalid map[flowspec.Match][]invalidRow
 	// hold holds the Matches of invalid desired rows: their paths are left
 	// alone rather than treated as orphans, since what the operator wants
 	// for them is not known.
 	hold map[flowspec.Match]struct{}
-	// shadowed lists desired rows whose Match another desired row owns.
-	shadowed []shadowedRow
-	// ids holds every row id in the view (to prune per-rule caches).
-	ids map[int64]struct{}
+	// shadowed lists, by Match, desired rows whose Match another desired
+	// row owns.
+	shadowed map[flowspec.Match][]shadowedRow
 	// nextExpiry is the nearest future ExpiresAt among rows that are not
 	// yet retiring; zero if none.
 	nextExpiry time.Time
@@ -72,50 +76,89 @@ func newView(rows []store.Rule, now time.Time) view {
 	v := view{
 		want:     make(map[flowspec.Match]Want, len(rows)),
 		retiring: make(map[flowspec.Match][]Item),
+		invalid:  make(map[flowspec.Match][]invalidRow),
 		hold:     make(map[flowspec.Match]struct{}),
-		ids:      make(map[int64]struct{}, len(rows)),
+		shadowed: make(map[flowspec.Match][]shadowedRow),
 	}
 	for _, r := range rows {
-		if r.State != "" && r.State != store.Active {
-			continue // final already; ActiveRules should not return it
+		if exp, ok := v.add(r, now); ok && (v.nextExpiry.IsZero() || exp.Before(v.nextExpiry)) {
+			v.nextExpiry = exp
 		}
-		v.ids[r.ID] = struct{}{}
-		m := r.Rule.Match
-		if st, ok := retiringState(r, now); ok {
-			// An invalid Match cannot be in the RIB, so such a row
-			// finishes at once (the zero Match is never in actual).
-			v.retiring[m] = append(v.retiring[m], Item{ID: r.ID, Match: m, State: st})
-			continue
+	}
+	for m := range v.retiring {
+		v.settle(m)
+	}
+	for m := range v.shadowed {
+		v.settle(m)
+	}
+	return v
+}
+
+// refresh recomputes the view of Match m from rows, all the rows of m.
+func (v *view) refresh(m flowspec.Match, rows []store.Rule, now time.Time) {
+	delete(v.want, m)
+	delete(v.retiring, m)
+	delete(v.invalid, m)
+	delete(v.hold, m)
+	delete(v.shadowed, m)
+	for _, r := range rows {
+		v.add(r, now)
+	}
+	v.settle(m)
+}
+
+// add applies the lifecycle and validate steps to one row. It returns the
+// row's ExpiresAt when the row is not retiring and expires.
+func (v *view) add(r store.Rule, now time.Time) (expires time.Time, ok bool) {
+	if r.State != "" && r.State != store.Active {
+		return time.Time{}, false // final already; ActiveRules should not return it
+	}
+	m := r.Rule.Match
+	if st, ok := retiringState(r, now); ok {
+		// An invalid Match cannot be in the RIB, so such a row
+		// finishes at once (the zero Match is never in actual).
+		v.retiring[m] = append(v.retiring[m], Item{ID: r.ID, Match: m, State: st})
+		return time.Time{}, false
+	}
+	expires, ok = r.ExpiresAt, !r.ExpiresAt.IsZero()
+	if err := validate(r); err != nil {
+		v.invalid[m] = append(v.invalid[m], invalidRow{id: r.ID, err: err})
+		if m.IsValid() {
+			v.hold[m] = struct{}{}
 		}
-		if !r.ExpiresAt.IsZero() && (v.nextExpiry.IsZero() || r.ExpiresAt.Before(v.nextExpiry)) {
-			v.nextExpiry = r.ExpiresAt
+		return expires, ok
+	}
+	if w, dup := v.want[m]; dup {
+		// The store keys active rules by Match, so this should not
+		// happen; if it does, the newest row owns the path, whatever
+		// the order the rows come in (settle names the owner).
+		if w.ID > r.ID {
+			v.shadowed[m] = append(v.shadowed[m], shadowedRow{id: r.ID})
+			return expires, ok
 		}
-		if err := validate(r); err != nil {
-			v.invalid = append(v.invalid, invalidRow{id: r.ID, err: err})
-			if m.IsValid() {
-				v.hold[m] = struct{}{}
-			}
-			continue
+		v.shadowed[m] = append(v.shadowed[m], shadowedRow{id: w.ID})
+	}
+	v.want[m] = Want{ID: r.ID, Action: r.Rule.Action}
+	return expires, ok
+}
+
+// settle finishes the view of m once all its rows are added.
+func (v *view) settle(m flowspec.Match) {
+	w, desired := v.want[m]
+	if sh := v.shadowed[m]; desired && len(sh) > 0 {
+		for i := range sh {
+			sh[i].by = w.ID
 		}
-		if w, dup := v.want[m]; dup {
-			// The store keys active rules by Match, so this should not
-			// happen; if it does, the newest row owns the path.
-			if w.ID > r.ID {
-				v.shadowed = append(v.shadowed, shadowedRow{id: r.ID, by: w.ID})
-				continue
-			}
-			v.shadowed = append(v.shadowed, shadowedRow{id: w.ID, by: r.ID})
-		}
-		v.want[m] = Want{ID: r.ID, Action: r.Rule.Action}
+		slices.SortFunc(sh, func(a, b shadowedRow) int { return cmp.Compare(a.id, b.id) })
 	}
 	// A retiring row whose Match a desired row owns waits: the path stays
 	// (it is desired), and the row finishes only when the path is gone.
-	for m, rs := range v.retiring {
-		if _, desired := v.want[m]; !desired {
+	if rs := v.retiring[m]; len(rs) > 0 {
+		slices.SortFunc(rs, func(a, b Item) int { return cmp.Compare(a.ID, b.ID) })
+		if !desired {
 			v.want[m] = Want{ID: rs[0].ID, Retire: rs[0].State}
 		}
 	}
-	return v
 }
 
 func (s shadowedRow) err() string {

@@ -37,6 +37,12 @@ func (r *Reconciler) runPass(ctx context.Context, full bool) (nextExpiry, nextRe
 
 // pass does one reconcile and fills res. It returns the nearest future
 // expiry among desired rules.
+//
+// A pass compares either every Match (a full comparison: the existing
+// path, from a view rebuilt from every row and a copy of the whole mirror)
+// or only the dirty ones (see incremental.go). Both give the same plan for
+// the Matches they look at, and a dirty-only pass looks at every Match
+// whose plan could differ from the previous pass's.
 func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *PassResult) time.Time {
 	storeErr := false
 	r.failLogged = 0
@@ -46,28 +52,43 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			r.log.Warn("more rules failed; not logged one by one", "count", n)
 		}
 	}()
+	if !full && r.rereadWanted && (r.rereadAt.IsZero() || now.Sub(r.rereadAt) >= rereadAfterStoreError) {
+		// The store failed since the last complete read: read every row
+		// once it is back (at most every rereadAfterStoreError while it
+		// keeps failing). Revisions make this a safety net, not a need.
+		full = true
+	}
+	if full {
+		res.Full = true
+		r.rereadAt = now
+	}
 
 	// Desired state. Unknown is not empty: on a read error, keep working
 	// from the last rows read (they still expire on time) but withdraw no
 	// orphans and write nothing to the store.
 	storeOK := true
-	changed, err := r.cache.read(ctx, r.d, now, full)
-	rows := r.cache.rows
+	changed, all, err := r.cache.read(ctx, r.d, now, full, r.markDirty, r.forget)
 	switch {
 	case err == nil:
-		r.rows, r.haveRows = rows, true
-	case !r.haveRows:
+		if all {
+			r.fullDiff = true
+		}
+		if full {
+			r.rereadWanted = false
+		}
+	case !r.cache.ok:
 		storeErr = true
+		r.rereadWanted = true
 		res.Errors++
 		res.Err = "desired state unreadable: " + err.Error()
 		r.log.Warn("cannot read desired state; doing nothing", "err", err)
 		return time.Time{}
 	default:
 		storeErr, storeOK = true, false
+		r.rereadWanted = true
 		res.Errors++
 		res.Err = "desired state unreadable, working from the last rows read: " + err.Error()
 		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "err", err)
-		rows = r.rows
 	}
 
 	// Nothing changed since a pass that found nothing to do: the same plan
@@ -81,55 +102,134 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		return r.quiet.nextExpiry
 	}
 	r.quiet.ok = false
-	v := newView(rows, now)
 
-	restarted := r.checkRestart()
+	// What may have changed: the mirror's dirty Matches and the rules due
+	// to expire now (the rows read are marked by read).
+	tracker, tracked := r.s.(DirtyTracker)
+	if tracked {
+		if _, complete := tracker.DrainDirty(r.markDirty); !complete {
+			r.fullDiff = true
+		}
+	} else {
+		r.fullDiff = true
+	}
+	r.cache.due(now, r.markDirty)
+	nextExpiry := r.cache.nextExpiry()
+
+	if r.checkRestart() {
+		r.fullDiff = true
+		r.restarted = true
+	}
 
 	// Actual state. Not initialised is not empty: do nothing blindly; the
 	// speaker's Changes wakes us once the mirror is ready.
-	clear(r.actual)
-	if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
-		res.Err = joinErr(res.Err, "RIB mirror not initialised")
-		r.log.Debug("RIB mirror not initialised; waiting")
-		return v.nextExpiry
+	var (
+		desired map[flowspec.Match]Want
+		actual  map[flowspec.Match]flowspec.Action
+		empty   bool
+	)
+	fullDiff := r.fullDiff
+	if fullDiff {
+		clear(r.actual)
+		if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
+			res.Err = joinErr(res.Err, "RIB mirror not initialised")
+			r.log.Debug("RIB mirror not initialised; waiting")
+			return nextExpiry
+		}
+		r.v = newView(r.cache.rows(), now)
+		desired, actual, empty = r.v.want, r.actual, len(r.actual) == 0
+	} else {
+		var ok bool
+		if desired, actual, ok = r.dirtyState(tracker, now); !ok {
+			r.fullDiff = true
+			res.Err = joinErr(res.Err, "RIB mirror not initialised")
+			r.log.Debug("RIB mirror not initialised; waiting")
+			return nextExpiry
+		}
+		res.Incremental = true
+		empty = tracker.Len() == 0
 	}
+	restarted := r.restarted
+	r.restarted = false
+	v := &r.v
 
-	if storeOK {
-		for _, row := range rows {
+	if storeOK && fullDiff {
+		for _, row := range r.cache.byID {
 			if _, ok := r.written[row.ID]; !ok {
 				r.written[row.ID] = ruleStatus{announced: row.Announced, lastErr: row.LastError}
 			}
 		}
 		for id := range r.written {
-			if _, ok := v.ids[id]; !ok {
+			if _, ok := r.cache.byID[id]; !ok {
 				delete(r.written, id)
 			}
 		}
+	} else if storeOK {
+		for m := range r.dirty {
+			r.cache.byMatch[m].each(func(id int64) {
+				if _, ok := r.written[id]; !ok {
+					row := r.cache.byID[id]
+					r.written[id] = ruleStatus{announced: row.Announced, lastErr: row.LastError}
+				}
+			})
+		}
 	}
 	for m, e := range r.expects {
-		a, present := r.actual[m]
+		a, present := actual[m]
 		if e.met(a, present) || !now.Before(e.deadline) {
 			delete(r.expects, m)
 		}
 	}
 
-	p := r.plan(v, r.actual)
-	r.prune(v, p)
+	p := r.plan(*v, desired, actual)
+	if fullDiff {
+		r.prune(*v, p, nil)
+	} else {
+		r.prune(*v, p, r.dirty)
+	}
 	res.Orphans = len(p.Withdraw)
-	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, len(r.actual) == 0, len(p.Add), now)
+	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add), now)
 
 	var st statusBatch
-	for _, bad := range v.invalid {
-		st.set(bad.id, false, bad.err.Error())
+	statuses := func(m flowspec.Match) {
+		for _, bad := range v.invalid[m] {
+			st.set(bad.id, false, bad.err.Error())
+		}
+		for _, s := range v.shadowed[m] {
+			st.set(s.id, false, s.err())
+		}
 	}
-	for _, s := range v.shadowed {
-		st.set(s.id, false, s.err())
+	if fullDiff {
+		for m := range v.invalid {
+			statuses(m)
+		}
+		for m := range v.shadowed {
+			statuses(m)
+		}
+		clear(r.inSync)
+	} else {
+		for m := range r.dirty {
+			statuses(m)
+			delete(r.inSync, m)
+		}
 	}
 	for _, it := range p.Adopt {
-		res.Adopted++
+		r.inSync[it.Match] = struct{}{}
 		r.seen[it.Match] = it.Action
 		delete(r.attempts, it.Match)
 		st.set(it.ID, true, "")
+	}
+	res.Adopted = len(r.inSync)
+
+	// Every Match this plan changes (or cannot change yet) is compared
+	// again by the next pass: what settles it may not mark it dirty (a
+	// backoff expiring, the store coming back, the orphan cap).
+	clear(r.dirty)
+	r.fullDiff = false
+	for _, items := range [][]Item{p.Add, p.Update, p.Withdraw, p.Retire, p.Finish} {
+		for _, it := range items {
+			r.dirty[it.Match] = struct{}{}
+		}
 	}
 
 	// Retiring rules first, then make before break: everything desired,
@@ -178,7 +278,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	}
 	if ctx.Err() != nil {
 		res.Err = joinErr(res.Err, "interrupted: "+ctx.Err().Error())
-		return v.nextExpiry
+		return nextExpiry
 	}
 
 	// A retiring rule becomes final only now that the mirror shows its
@@ -215,9 +315,9 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	}
 	if storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
 		len(r.expects) == 0 && r.nextRetry(now).IsZero() {
-		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, v.nextExpiry, *res
+		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, nextExpiry, *res
 	}
-	return v.nextExpiry
+	return nextExpiry
 }
 
 // quiet remembers a pass that found nothing to do. The plan is a function
@@ -244,9 +344,10 @@ func (r *Reconciler) generation() (uint64, bool) {
 
 // plan is Diff plus what Diff cannot know from two maps: the Matches of
 // invalid rules are held (not orphans), every retiring row of a gone Match
-// finishes, and the orphan cap.
-func (r *Reconciler) plan(v view, actual map[flowspec.Match]flowspec.Action) Plan {
-	p := Diff(v.want, actual)
+// finishes, and the orphan cap. desired is v.want, or the part of it that
+// a dirty-only pass compares (and actual the same part of the mirror).
+func (r *Reconciler) plan(v view, desired map[flowspec.Match]Want, actual map[flowspec.Match]flowspec.Action) Plan {
+	p := Diff(desired, actual)
 	if len(v.hold) > 0 {
 		p.Withdraw = slices.DeleteFunc(p.Withdraw, func(it Item) bool {
 			_, held := v.hold[it.Match]
@@ -265,8 +366,9 @@ func (r *Reconciler) plan(v view, actual map[flowspec.Match]flowspec.Action) Pla
 }
 
 // prune forgets per-Match state that no longer applies, so that memory
-// follows the desired and actual sets.
-func (r *Reconciler) prune(v view, p Plan) {
+// follows the desired and actual sets. keys, when not nil, are the only
+// Matches whose state may have changed since the last prune.
+func (r *Reconciler) prune(v view, p Plan, keys map[flowspec.Match]struct{}) {
 	var orphans map[flowspec.Match]struct{}
 	if len(p.Withdraw) > 0 && len(r.attempts) > 0 {
 		orphans = make(map[flowspec.Match]struct{}, len(p.Withdraw))
@@ -280,6 +382,14 @@ func (r *Reconciler) prune(v view, p Plan) {
 		if !wanted && !orphan {
 			delete(r.attempts, m)
 		}
+	}
+	if keys != nil {
+		for m := range keys {
+			if w, ok := v.want[m]; !ok || w.Retire != "" {
+				delete(r.seen, m)
+			}
+		}
+		return
 	}
 	for m := range r.seen {
 		if w, ok := v.want[m]; !ok || w.Retire != "" {
@@ -374,7 +484,7 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 	r.log.Info("rule announced", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
 }
 
-func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v view, now time.Time, res *PassResult, st *statusBatch) {
+func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view, now time.Time, res *PassResult, st *statusBatch) {
 	if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
 		return
 	}

@@ -23,7 +23,8 @@ func (r *Reconciler) Preview(ctx context.Context) (Plan, error) {
 	if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { actual[m] = a }) {
 		return Plan{}, ErrMirrorNotReady
 	}
-	p := r.plan(newView(rows, r.now()), actual)
+	v := newView(rows, r.now())
+	p := r.plan(v, v.want, actual)
 	for _, items := range [][]Item{p.Add, p.Update, p.Adopt, p.Withdraw, p.Retire, p.Finish} {
 		sortItems(items)
 	}

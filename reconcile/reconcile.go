@@ -127,6 +127,11 @@ type PassResult struct {
 	// Full is set for a pass that re-read every desired row (the first
 	// pass and the periodic resync); other passes read only what changed.
 	Full bool
+	// Incremental is set for a pass that compared only the Matches that
+	// may have changed since the previous pass (see DirtyTracker); others
+	// compare every desired rule with every path. Adopted and Orphans
+	// still count all Matches adopted and the orphans among those compared.
+	Incremental bool
 	// Skipped is set for a pass that found the store's revision and the
 	// mirror's generation unchanged since a pass with nothing to do, and so
 	// did nothing; its counts repeat that pass's.
@@ -178,9 +183,23 @@ type Reconciler struct {
 	pace         pacer
 	epoch        uint64 // speaker epoch last seen
 	epochKnown   bool
-	reannouncing bool         // after a speaker restart, until every rule is back
-	rows         []store.Rule // last rows read successfully
-	haveRows     bool
+	reannouncing bool // after a speaker restart, until every rule is back
+	restarted    bool // a restart seen by a pass that did not get to plan
+	// v is the view of the cached rows: rebuilt by a full comparison,
+	// refreshed Match by Match by a dirty-only one (incremental.go).
+	v view
+	// dirty holds the Matches the next pass must compare; fullDiff says it
+	// must compare all of them.
+	dirty    map[flowspec.Match]struct{}
+	fullDiff bool
+	inSync   map[flowspec.Match]struct{} // desired Matches in the RIB as wanted
+	dw       map[flowspec.Match]Want     // desired state of the dirty Matches
+	da       map[flowspec.Match]flowspec.Action
+	rowBuf   []store.Rule
+	// rereadWanted asks for a read of every row after a store error;
+	// rereadAt is when one was last attempted.
+	rereadWanted bool
+	rereadAt     time.Time
 	written      map[int64]ruleStatus // status the store holds, as far as we know
 	attempts     map[flowspec.Match]*attempt
 	expects      map[flowspec.Match]expect
@@ -210,6 +229,9 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 		expects:  make(map[flowspec.Match]expect),
 		seen:     make(map[flowspec.Match]flowspec.Action),
 		actual:   make(map[flowspec.Match]flowspec.Action),
+		dirty:    make(map[flowspec.Match]struct{}),
+		inSync:   make(map[flowspec.Match]struct{}),
+		fullDiff: true,
 	}
 }
 

@@ -45,13 +45,8 @@ func (r *Reconciler) recordExpired(id int64) {
 	if r.cfg.Recorder == nil {
 		return
 	}
-	for _, row := range r.rows {
-		if row.ID == id {
-			if !row.ExpiresAt.IsZero() {
-				r.cfg.Recorder.ExpiryLateness(max(r.now().Sub(row.ExpiresAt), 0))
-			}
-			return
-		}
+	if row, ok := r.cache.byID[id]; ok && !row.ExpiresAt.IsZero() {
+		r.cfg.Recorder.ExpiryLateness(max(r.now().Sub(row.ExpiresAt), 0))
 	}
 }
 
