@@ -24,11 +24,60 @@ type fakeStore struct {
 	readErr  error
 	writeErr error
 	writes   int // successful Finish and SetStatus calls
+	// rev counts changes to desired state (not status); changed holds the
+	// revision of each rule's last change (DeltaReader).
+	rev     int64
+	changed map[int64]int64
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{rules: make(map[int64]*store.Rule), changes: make(chan struct{}, 1)}
+	return &fakeStore{rules: make(map[int64]*store.Rule), changes: make(chan struct{}, 1), changed: make(map[int64]int64)}
 }
+
+// touch records a change to rule id. Called with mu held.
+func (s *fakeStore) touch(id int64) {
+	s.rev++
+	s.changed[id] = s.rev
+}
+
+func (s *fakeStore) Revision(ctx context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return 0, s.readErr
+	}
+	return s.rev, nil
+}
+
+func (s *fakeStore) ChangedSince(ctx context.Context, rev int64) (store.Delta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return store.Delta{}, s.readErr
+	}
+	d := store.Delta{Next: max(rev, s.rev)}
+	for id, at := range s.changed {
+		if at <= rev {
+			continue
+		}
+		if r := s.rules[id]; r != nil && r.State == store.Active {
+			d.Active = append(d.Active, *r)
+		} else {
+			d.Gone = append(d.Gone, id)
+		}
+	}
+	return d, nil
+}
+
+func (s *fakeStore) RevisionSettle() time.Duration { return 0 }
+
+// plainStore hides a store's DeltaReader: the reconciler reads every row on
+// every pass.
+type plainStore struct{ Desired }
+
+// plainSpeaker hides a speaker's DirtyTracker: every pass compares every
+// path.
+type plainSpeaker struct{ Speaker }
 
 func (s *fakeStore) notify() {
 	select {
@@ -67,6 +116,7 @@ func (s *fakeStore) Finish(ctx context.Context, id int64, state store.State) err
 	if r.State == store.Active {
 		r.State = state
 		r.Announced = false
+		s.touch(id)
 	}
 	s.writes++
 	s.notify()
@@ -94,6 +144,7 @@ func (s *fakeStore) add(r flowspec.Rule, expires time.Time) int64 {
 	defer s.mu.Unlock()
 	s.nextID++
 	s.rules[s.nextID] = &store.Rule{ID: s.nextID, Rule: r, ExpiresAt: expires, State: store.Active}
+	s.touch(s.nextID)
 	s.notify()
 	return s.nextID
 }
@@ -102,6 +153,27 @@ func (s *fakeStore) withdraw(id int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rules[id].WithdrawRequested = true
+	s.touch(id)
+	s.notify()
+}
+
+// update changes an active rule's action and expiry (an upsert).
+func (s *fakeStore) update(id int64, a flowspec.Action, expires time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules[id].Rule.Action = a
+	s.rules[id].ExpiresAt = expires
+	s.touch(id)
+	s.notify()
+}
+
+// finish makes a rule final behind the reconciler's back (another site,
+// an operator's purge).
+func (s *fakeStore) finish(id int64, state store.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules[id].State = state
+	s.touch(id)
 	s.notify()
 }
 
@@ -150,10 +222,59 @@ type fakeSpeaker struct {
 	// holdWithdraw keeps withdrawn paths in the mirror until release.
 	holdWithdraw bool
 	held         []flowspec.Match
+	// dirty and dirtyAll are the DirtyTracker's record of changes.
+	dirty    map[flowspec.Match]struct{}
+	dirtyAll bool
+}
+
+// mark records a change to m. Called with mu held.
+func (s *fakeSpeaker) mark(m flowspec.Match) { s.dirty[m] = struct{}{} }
+
+func (s *fakeSpeaker) DrainDirty(fn func(flowspec.Match)) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ready {
+		return 0, false
+	}
+	if s.dirtyAll {
+		s.dirtyAll = false
+		clear(s.dirty)
+		return 0, false
+	}
+	for m := range s.dirty {
+		fn(m)
+	}
+	clear(s.dirty)
+	return 0, true
+}
+
+func (s *fakeSpeaker) Path(m flowspec.Match) (flowspec.Action, bool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.ready {
+		return flowspec.Action{}, false, false
+	}
+	a, ok := s.rib[m]
+	return a, ok, true
+}
+
+func (s *fakeSpeaker) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.rib)
+}
+
+// overflow makes the next DrainDirty incomplete, as a mirror whose dirty
+// set overflowed or that was rebuilt.
+func (s *fakeSpeaker) overflow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dirtyAll = true
 }
 
 func newFakeSpeaker() *fakeSpeaker {
-	return &fakeSpeaker{rib: make(map[flowspec.Match]flowspec.Action), ready: true, changes: make(chan struct{}, 1)}
+	return &fakeSpeaker{rib: make(map[flowspec.Match]flowspec.Action), ready: true, changes: make(chan struct{}, 1),
+		dirty: make(map[flowspec.Match]struct{}), dirtyAll: true}
 }
 
 func (s *fakeSpeaker) notify() {
@@ -175,6 +296,7 @@ func (s *fakeSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
 		}
 	}
 	s.rib[r.Match] = r.Action
+	s.mark(r.Match)
 	s.notify()
 	return nil
 }
@@ -188,6 +310,7 @@ func (s *fakeSpeaker) Withdraw(ctx context.Context, m flowspec.Match) error {
 		return nil
 	}
 	delete(s.rib, m)
+	s.mark(m)
 	s.notify()
 	return nil
 }
@@ -211,6 +334,7 @@ func (s *fakeSpeaker) release() {
 	s.holdWithdraw = false
 	for _, m := range s.held {
 		delete(s.rib, m)
+		s.mark(m)
 	}
 	s.held = nil
 	s.notify()
@@ -225,6 +349,7 @@ func (s *fakeSpeaker) set(m flowspec.Match, a flowspec.Action, present bool) {
 	} else {
 		delete(s.rib, m)
 	}
+	s.mark(m)
 	s.notify()
 }
 
@@ -232,6 +357,7 @@ func (s *fakeSpeaker) setReady(ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ready = ok
+	s.dirtyAll = true
 	s.notify()
 }
 

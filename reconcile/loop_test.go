@@ -118,9 +118,7 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		}
 		return nil
 	}
-	st.mu.Lock()
-	st.rules[8].Rule.Action = bad.Action
-	st.mu.Unlock()
+	st.update(8, bad.Action, time.Time{})
 	pass(t, r)
 	if w := st.writeCount(); w != 2 {
 		t.Errorf("after a failure: %d writes, want 2", w)
@@ -275,10 +273,7 @@ func TestTerminalErrorRecordedNotRetried(t *testing.T) {
 		t.Errorf("terminal rule tried %d times, want 1", n)
 	}
 	// A changed rule is a new request: tried again.
-	st.mu.Lock()
-	st.rules[id].Rule.Action = rateLimit(5)
-	st.mu.Unlock()
-	st.notify()
+	st.update(id, rateLimit(5), time.Time{})
 	eventually(t, 5*time.Second, "changed rule retried", func() bool { return tries.Load() == 2 })
 }
 
@@ -444,10 +439,7 @@ func TestDriftCounters(t *testing.T) {
 	eventually(t, 5*time.Second, "adopted", func() bool { return r.LastPass().Adopted == 2 })
 
 	// An operator's change is not drift.
-	st.mu.Lock()
-	st.rules[idB].Rule.Action = rateLimit(42)
-	st.mu.Unlock()
-	st.notify()
+	st.update(idB, rateLimit(42), time.Time{})
 	eventually(t, 5*time.Second, "updated", converged(st, sp))
 	if d := r.Drift(); d != (DriftCounts{Readded: 1, Replaced: 1}) {
 		t.Errorf("drift = %+v", d)

@@ -306,11 +306,25 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		}
 	}
 
-	if storeOK && !r.cfg.DryRun {
-		if _, err := st.flush(ctx, r.d, r.written); err != nil {
-			storeErr = true
-			res.Errors++
-			r.log.Warn("cannot write rule status", "err", err)
+	if !r.cfg.DryRun {
+		unwritten := !storeOK
+		if storeOK {
+			if _, err := st.flush(ctx, r.d, r.written); err != nil {
+				storeErr, unwritten = true, true
+				res.Errors++
+				r.log.Warn("cannot write rule status", "err", err)
+			}
+		}
+		if unwritten {
+			// Compare their Matches again, so that the next pass sets
+			// the statuses that were not written.
+			for id, want := range st.want {
+				if w, ok := r.written[id]; !ok || w != want {
+					if row, ok := r.cache.byID[id]; ok {
+						r.markDirty(row.Rule.Match)
+					}
+				}
+			}
 		}
 	}
 	if storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&

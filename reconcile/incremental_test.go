@@ -1,0 +1,265 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// TestIncrementalMatchesFull drives a reconciler through random sequences
+// of store changes, behind-the-back RIB changes, expiries and mirror
+// rebuilds. Before each pass it computes the full plan (Preview: every row
+// against every path); the pass, dirty-only whenever it can be, must do
+// exactly that plan: the same RIB afterwards, the same counts, the same
+// rules finished. Every few steps a full pass runs instead, so the two
+// paths alternate on the same state.
+func TestIncrementalMatchesFull(t *testing.T) {
+	for seed := range 40 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 5))
+		st, sp := newFakeStore(), newFakeSpeaker()
+		now := time.Unix(1_700_000_000, 0)
+		cfg := Config{SettleTimeout: time.Nanosecond, RetryBase: time.Nanosecond}
+		if seed%4 == 3 {
+			cfg.MaxWithdrawPerPass = 1
+		}
+		r := New(hclog.NewNullLogger(), st, sp, cfg)
+		r.now = func() time.Time { return now }
+		ctx := context.Background()
+		const keys = 40 // Matches drawn from a small space, so they collide
+		match := func() flowspec.Rule { return testRule(t, rng.IntN(keys), discard()) }
+		action := func() flowspec.Action {
+			if rng.IntN(3) == 0 {
+				return discard()
+			}
+			return rateLimit(1000 * (1 + rng.IntN(4)))
+		}
+		expiry := func() time.Time {
+			if rng.IntN(3) == 0 {
+				return time.Time{}
+			}
+			return now.Add(time.Duration(rng.IntN(20_000)) * time.Millisecond)
+		}
+		active := func() []int64 {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			var ids []int64
+			for id, r := range st.rules {
+				if r.State == store.Active {
+					ids = append(ids, id)
+				}
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		incremental, faults := 0, 0
+		for step := range 150 {
+			for range 1 + rng.IntN(3) {
+				ids := active()
+				switch k := rng.IntN(12); {
+				case k < 3 || len(ids) == 0:
+					rule := match()
+					rule.Action = action()
+					if rng.IntN(15) == 0 {
+						rule.Action = flowspec.Action{} // invalid: held
+					}
+					st.add(rule, expiry()) // may duplicate a Match: shadowed
+				case k < 5:
+					st.update(ids[rng.IntN(len(ids))], action(), expiry())
+				case k == 5:
+					st.withdraw(ids[rng.IntN(len(ids))])
+				case k == 6:
+					st.finish(ids[rng.IntN(len(ids))], store.Withdrawn)
+				case k == 7:
+					rule := match()
+					sp.set(rule.Match, action(), true) // foreign or drifted
+				case k == 8:
+					sp.set(match().Match, flowspec.Action{}, false) // deleted behind our back
+				case k == 9:
+					sp.overflow()
+				default:
+					now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+				}
+			}
+			now = now.Add(time.Millisecond)
+			full := step%7 == 6
+
+			// Now and then a fault: the pass does less than the plan,
+			// and what it left undone must be done by the next passes.
+			if rng.IntN(6) == 0 {
+				faults++
+				switch rng.IntN(3) {
+				case 0:
+					sp.announceErr = func(flowspec.Rule) error {
+						if rng.IntN(2) == 0 {
+							return errFlaky
+						}
+						return nil
+					}
+				case 1:
+					st.setReadErr(errors.New("database is locked"))
+				default:
+					st.mu.Lock()
+					st.writeErr = errors.New("disk full")
+					st.mu.Unlock()
+				}
+				r.runPass(ctx, full)
+				sp.announceErr = nil
+				st.setReadErr(nil)
+				st.mu.Lock()
+				st.writeErr = nil
+				st.mu.Unlock()
+				continue
+			}
+
+			want, err := r.Preview(ctx)
+			if err != nil {
+				t.Fatalf("seed %d step %d: preview: %v", seed, step, err)
+			}
+			rib := sp.snapshot()
+			for _, it := range slices.Concat(want.Add, want.Update) {
+				rib[it.Match] = it.Action
+			}
+			gone := want.Retire
+			if !want.Capped {
+				gone = slices.Concat(gone, want.Withdraw)
+			}
+			for _, it := range gone {
+				delete(rib, it.Match)
+			}
+			r.runPass(ctx, full)
+			res := r.LastPass()
+			if res.Incremental {
+				incremental++
+			}
+
+			where := func() string {
+				return "seed " + itoa(seed) + " step " + itoa(step) + " (incremental " + map[bool]string{true: "yes", false: "no"}[res.Incremental] + ")"
+			}
+			if got := sp.snapshot(); !maps.Equal(got, rib) {
+				t.Fatalf("%s: RIB after the pass differs from the full plan's:\n got  %v\n want %v\n plan %+v\n pass %+v", where(), got, rib, want, res)
+			}
+			withdrawn := len(want.Retire)
+			if !want.Capped {
+				withdrawn += len(want.Withdraw)
+			}
+			if res.Added != len(want.Add) || res.Updated != len(want.Update) || res.Withdrawn != withdrawn ||
+				res.Finished != len(want.Finish) || res.Adopted != len(want.Adopt) || res.Orphans != len(want.Withdraw) ||
+				res.Capped != want.Capped || res.Errors != 0 || res.Pending != 0 {
+				t.Fatalf("%s: pass %+v, full plan %+v", where(), res, want)
+			}
+			for _, it := range want.Finish {
+				if s := st.get(it.ID).State; s != it.State {
+					t.Fatalf("%s: rule %d is %q, want %q", where(), it.ID, s, it.State)
+				}
+			}
+			checkStatuses(t, where(), st, sp, now)
+		}
+		if incremental == 0 || faults == 0 {
+			t.Fatalf("seed %d: %d passes incremental, %d faults", seed, incremental, faults)
+		}
+	}
+}
+
+// checkStatuses checks that every active rule's status says what a full
+// pass would write: announced exactly when its path is in the RIB as
+// wanted, an error for invalid and shadowed rules.
+func checkStatuses(t *testing.T, where string, st *fakeStore, sp *fakeSpeaker, now time.Time) {
+	t.Helper()
+	rows, err := st.ActiveRules(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newView(rows, now)
+	rib := sp.snapshot()
+	for _, row := range rows {
+		m := row.Rule.Match
+		w, ok := v.want[m]
+		switch {
+		case ok && w.ID == row.ID && w.Retire == "":
+			if a, in := rib[m]; in && a == w.Action && (!row.Announced || row.LastError != "") {
+				t.Fatalf("%s: rule %d in the RIB as wanted has status %v %q", where, row.ID, row.Announced, row.LastError)
+			}
+		case validate(row) != nil:
+			if _, retiring := retiringState(row, now); !retiring && row.LastError == "" {
+				t.Fatalf("%s: invalid rule %d has no error", where, row.ID)
+			}
+		}
+	}
+	for _, sh := range v.shadowed {
+		for _, s := range sh {
+			if row := st.get(s.id); row.LastError != s.err() {
+				t.Fatalf("%s: shadowed rule %d has status %q, want %q", where, s.id, row.LastError, s.err())
+			}
+		}
+	}
+}
+
+func itoa(i int) string { return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
+
+// TestFullPathWithoutTrackers runs the loop with a store and a speaker that
+// cannot say what changed: every pass reads and compares everything.
+func TestFullPathWithoutTrackers(t *testing.T) {
+	st, sp := newFakeStore(), newFakeSpeaker()
+	r := New(testLogger(t), plainStore{st}, plainSpeaker{sp}, Config{})
+	ctx := context.Background()
+	ids := make([]int64, 10)
+	for i := range ids {
+		ids[i] = st.add(testRule(t, i, discard()), time.Time{})
+	}
+	for range 3 {
+		r.runPass(ctx, false)
+		if res := r.LastPass(); res.Incremental || !maps.Equal(sp.snapshot(), st.desired(time.Now())) {
+			t.Fatalf("pass %+v, RIB %v", res, sp.snapshot())
+		}
+	}
+	sp.set(testRule(t, 3, discard()).Match, discard(), false)
+	st.withdraw(ids[5])
+	r.runPass(ctx, false)
+	r.runPass(ctx, false)
+	if !maps.Equal(sp.snapshot(), st.desired(time.Now())) || st.get(ids[5]).State != store.Withdrawn {
+		t.Fatalf("not converged: RIB %v", sp.snapshot())
+	}
+}
+
+// TestIncrementalPassTouchesOnlyDirty checks that after one change a pass
+// compares the changed Match only, and that a store read failure still
+// repairs drift from the last rows read.
+func TestIncrementalPassTouchesOnlyDirty(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	ctx := context.Background()
+	for i := range 50 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	r.runPass(ctx, false)
+	r.runPass(ctx, false)
+	if res := r.LastPass(); res.Adopted != 50 || res.Changed() {
+		t.Fatalf("not converged: %+v", res)
+	}
+	sp.set(testRule(t, 7, discard()).Match, discard(), false)
+	r.runPass(ctx, false)
+	if res := r.LastPass(); !res.Incremental || res.Added != 1 || res.Adopted != 49 {
+		t.Fatalf("repair pass = %+v", res)
+	}
+	if len(r.dw)+len(r.da) > 2 {
+		t.Errorf("compared %d desired and %d actual Matches, want at most one each", len(r.dw), len(r.da))
+	}
+	st.setReadErr(errors.New("database is locked"))
+	sp.set(testRule(t, 9, discard()).Match, rateLimit(1), true)
+	r.runPass(ctx, false)
+	if res := r.LastPass(); !res.Incremental || res.Updated != 1 || res.Err == "" {
+		t.Fatalf("pass with the store down = %+v", res)
+	}
+	st.setReadErr(nil)
+	r.runPass(ctx, false)
+	if res := r.LastPass(); !res.Full || res.Adopted != 50 {
+		t.Fatalf("pass after the store came back = %+v, want a full read", res)
+	}
+}
