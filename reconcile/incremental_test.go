@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -141,7 +142,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			}
 
 			where := func() string {
-				return "seed " + itoa(seed) + " step " + itoa(step) + " (incremental " + map[bool]string{true: "yes", false: "no"}[res.Incremental] + ")"
+				return fmt.Sprintf("seed %d step %d (incremental %v)", seed, step, res.Incremental)
 			}
 			if got := sp.snapshot(); !maps.Equal(got, rib) {
 				t.Fatalf("%s: RIB after the pass differs from the full plan's:\n got  %v\n want %v\n plan %+v\n pass %+v", where(), got, rib, want, res)
@@ -201,8 +202,6 @@ func checkStatuses(t *testing.T, where string, st *fakeStore, sp *fakeSpeaker, n
 		}
 	}
 }
-
-func itoa(i int) string { return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
 
 // TestFullPathWithoutTrackers runs the loop with a store and a speaker that
 // cannot say what changed: every pass reads and compares everything.
