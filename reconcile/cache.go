@@ -1,8 +1,9 @@
 package reconcile
 
 import (
-	"cmp"
 	"context"
+	"iter"
+	"maps"
 	"slices"
 	"time"
 
@@ -179,8 +180,14 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 
 // load replaces the copy with rows.
 func (c *desiredCache) load(rows []store.Rule) {
-	c.byID = make(map[int64]store.Rule, len(rows))
-	c.byMatch = make(map[flowspec.Match]ids, len(rows))
+	if c.byID == nil {
+		c.byID = make(map[int64]store.Rule, len(rows))
+		c.byMatch = make(map[flowspec.Match]ids, len(rows))
+	} else {
+		// Keep the tables: a re-read has about as many rows.
+		clear(c.byID)
+		clear(c.byMatch)
+	}
 	c.expiry = c.expiry[:0]
 	for _, r := range rows {
 		c.byID[r.ID] = r
@@ -216,15 +223,8 @@ func (c *desiredCache) rebuildExpiry() {
 	c.expiry.init()
 }
 
-// rows returns the copy as a slice in id order (for a full pass).
-func (c *desiredCache) rows() []store.Rule {
-	rows := make([]store.Rule, 0, len(c.byID))
-	for _, r := range c.byID {
-		rows = append(rows, r)
-	}
-	slices.SortFunc(rows, func(a, b store.Rule) int { return cmp.Compare(a.ID, b.ID) })
-	return rows
-}
+// all returns the copy's rows, in no particular order.
+func (c *desiredCache) all() iter.Seq[store.Rule] { return maps.Values(c.byID) }
 
 // rowsOf appends the rows of Match m to buf.
 func (c *desiredCache) rowsOf(m flowspec.Match, buf []store.Rule) []store.Rule {

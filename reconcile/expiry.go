@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
@@ -73,14 +74,19 @@ func validate(r store.Rule) error {
 
 // newView applies the lifecycle and validate steps to rows at now.
 func newView(rows []store.Rule, now time.Time) view {
+	return newViewOf(slices.Values(rows), len(rows), now)
+}
+
+// newViewOf is newView of n rows in any order.
+func newViewOf(rows iter.Seq[store.Rule], n int, now time.Time) view {
 	v := view{
-		want:     make(map[flowspec.Match]Want, len(rows)),
+		want:     make(map[flowspec.Match]Want, n),
 		retiring: make(map[flowspec.Match][]Item),
 		invalid:  make(map[flowspec.Match][]invalidRow),
 		hold:     make(map[flowspec.Match]struct{}),
 		shadowed: make(map[flowspec.Match][]shadowedRow),
 	}
-	for _, r := range rows {
+	for r := range rows {
 		if exp, ok := v.add(r, now); ok && (v.nextExpiry.IsZero() || exp.Before(v.nextExpiry)) {
 			v.nextExpiry = exp
 		}

@@ -136,7 +136,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
-		r.v = newView(r.cache.rows(), now)
+		r.v = newViewOf(r.cache.all(), len(r.cache.byID), now)
 		desired, actual, empty = r.v.want, r.actual, len(r.actual) == 0
 	} else {
 		var ok bool
