@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -284,14 +285,15 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	// A retiring rule becomes final only now that the mirror shows its
 	// path gone; and only with the store readable, never in a dry run.
 	if storeOK {
-		for _, it := range p.Finish {
+		errs := r.finish(ctx, p.Finish)
+		for i, it := range p.Finish {
 			delete(r.attempts, it.Match)
 			if r.cfg.DryRun {
 				res.Finished++
 				r.log.Debug("would finish", "id", it.ID, "state", it.State)
 				continue
 			}
-			if err := r.d.Finish(ctx, it.ID, it.State); err != nil {
+			if err := errs[i]; err != nil {
 				storeErr = true
 				res.Errors++
 				r.log.Warn("cannot finish rule", "id", it.ID, "state", it.State, "err", err)
@@ -332,6 +334,35 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, nextExpiry, *res
 	}
 	return nextExpiry
+}
+
+// finishParallel bounds the Finish calls in flight: each is its own
+// conditional update, and the store commits concurrent writes together
+// (SQLite's group committer), so an expiry burst costs a few commits
+// instead of one per rule.
+const finishParallel = 32
+
+// finish makes the rules of items final and returns each one's error; in
+// a dry run it does nothing.
+func (r *Reconciler) finish(ctx context.Context, items []Item) []error {
+	errs := make([]error, len(items))
+	switch {
+	case r.cfg.DryRun || len(items) == 0:
+	case len(items) == 1:
+		errs[0] = r.d.Finish(ctx, items[0].ID, items[0].State)
+	default:
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, finishParallel)
+		for i, it := range items {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				errs[i] = r.d.Finish(ctx, it.ID, it.State)
+			})
+		}
+		wg.Wait()
+	}
+	return errs
 }
 
 // quiet remembers a pass that found nothing to do. The plan is a function

@@ -29,7 +29,8 @@ type Desired interface {
 	// ActiveRules returns every rule in state Active for this site,
 	// including those past ExpiresAt or with WithdrawRequested.
 	ActiveRules(ctx context.Context) ([]store.Rule, error)
-	// Finish makes a rule final (Withdrawn or Expired); idempotent.
+	// Finish makes a rule final (Withdrawn or Expired); idempotent. It
+	// may be called from several goroutines at once.
 	Finish(ctx context.Context, id int64, state store.State) error
 	SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error
 	// Changes delivers a coalesced wake-up after any desired-state change.
