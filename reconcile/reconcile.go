@@ -10,6 +10,14 @@
 // Unknown is never empty: when desired state cannot be read, the pass works
 // from the last rows it read and withdraws no orphans; when the RIB mirror
 // is not initialised, the pass announces and withdraws nothing.
+//
+// Re-reading is cheap because both sides say what changed: the store by
+// revisions (DeltaReader), the mirror by a set of dirty Matches
+// (DirtyTracker), expiry by a heap of expires_at. A pass then compares only
+// the Matches whose plan may have changed, and gets the plan a comparison
+// of everything would give for them; the periodic resync, the first pass
+// and anything that loses track (a rebuilt mirror, a complete re-read)
+// compare everything. See incremental.go.
 package reconcile
 
 import (
