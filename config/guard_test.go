@@ -19,10 +19,10 @@ func rule(t *testing.T, s string) flowspec.Rule {
 
 func TestCheckRule(t *testing.T) {
 	c := Guardrails{
-		Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48")},
+		Safelist:      []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48")},
 		PrefixLengths: map[flowspec.Family]Range{flowspec.IPv4: {16, 32}, flowspec.IPv4Unicast: {24, 32}},
 		RequireTTL:    true,
-		MaxTTL:   time.Hour,
+		MaxTTL:        time.Hour,
 	}
 	cases := []struct {
 		text  string
