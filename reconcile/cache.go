@@ -152,11 +152,9 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 	} else {
 		c.rev = max(c.rev, delta.Next)
 	}
-	if len(delta.Active) == 0 && len(delta.Gone) == 0 {
-		return false, false, nil
-	}
 	for _, id := range delta.Gone {
 		if old, ok := c.byID[id]; ok {
+			changed = true
 			dirty(old.Rule.Match)
 			c.unindex(old)
 			delete(c.byID, id)
@@ -164,7 +162,15 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 		gone(id)
 	}
 	for _, r := range delta.Active {
-		if old, ok := c.byID[r.ID]; ok {
+		old, ok := c.byID[r.ID]
+		if ok && sameLifecycle(old, r) {
+			// Read again (PostgreSQL re-reads behind recent revisions
+			// until they settle) or changed in nothing a pass looks at.
+			c.byID[r.ID] = r
+			continue
+		}
+		changed = true
+		if ok {
 			dirty(old.Rule.Match)
 			c.unindex(old)
 		}
@@ -172,10 +178,21 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 		c.byID[r.ID] = r
 		c.index(r)
 	}
+	if !changed {
+		return false, false, nil
+	}
 	if len(c.expiry) > 2*len(c.byID)+1024 {
 		c.rebuildExpiry()
 	}
 	return true, false, nil
+}
+
+// sameLifecycle reports whether a and b, two readings of one rule, give
+// the same view: what the reconciler derives from a row (lifecycle,
+// validation, the path) depends on these fields only.
+func sameLifecycle(a, b store.Rule) bool {
+	return a.Rule == b.Rule && a.ExpiresAt.Equal(b.ExpiresAt) && a.State == b.State &&
+		a.WithdrawRequested == b.WithdrawRequested
 }
 
 // load replaces the copy with rows.
