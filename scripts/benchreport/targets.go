@@ -128,7 +128,7 @@ func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {
 		if !ok {
 			return "", false, false
 		}
-		return fmt.Sprintf("%.3g ms", v/1e6), v/1e6 < ms, true
+		return num(v/1e6) + " ms", v/1e6 < ms, true
 	}
 }
 
