@@ -245,6 +245,13 @@ func (d *benchDaemon) stop() {
 		<-done
 	}
 	d.log.Close()
+	// RIBKEEPER_BENCH_LOGS=DIR keeps each daemon's log for a look afterwards.
+	if keep := os.Getenv("RIBKEEPER_BENCH_LOGS"); keep != "" {
+		if data, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log")); err == nil {
+			name := strings.NewReplacer("/", "_", " ", "_").Replace(d.b.Name())
+			os.WriteFile(filepath.Join(keep, name+".log"), data, 0o644)
+		}
+	}
 	if d.b.Failed() {
 		if data, err := os.ReadFile(filepath.Join(d.dir, "ribkeeper.log")); err == nil {
 			lines := strings.Split(string(data), "\n")
