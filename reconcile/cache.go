@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"iter"
-	"maps"
 	"slices"
 	"time"
 
@@ -41,7 +40,9 @@ const DefaultFullReadInterval = DefaultResyncInterval
 // indexed by id, by Match and by expiry, so that a change to one rule costs
 // work for that rule only.
 type desiredCache struct {
-	byID map[int64]store.Rule
+	// byID points into the rows of the last full read, or to copies of
+	// rows read since: no allocation per row on a full read.
+	byID map[int64]*store.Rule
 	// byMatch holds the ids of the rows of each Match (one, unless the
 	// store breaks its own uniqueness).
 	byMatch map[flowspec.Match]ids
@@ -156,26 +157,26 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 		if old, ok := c.byID[id]; ok {
 			changed = true
 			dirty(old.Rule.Match)
-			c.unindex(old)
+			c.unindex(*old)
 			delete(c.byID, id)
 		}
 		gone(id)
 	}
 	for _, r := range delta.Active {
 		old, ok := c.byID[r.ID]
-		if ok && sameLifecycle(old, r) {
+		if ok && sameLifecycle(*old, r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
-			c.byID[r.ID] = r
+			*old = r
 			continue
 		}
 		changed = true
 		if ok {
 			dirty(old.Rule.Match)
-			c.unindex(old)
+			c.unindex(*old)
 		}
 		dirty(r.Rule.Match)
-		c.byID[r.ID] = r
+		c.byID[r.ID] = &r
 		c.index(r)
 	}
 	if !changed {
@@ -198,7 +199,7 @@ func sameLifecycle(a, b store.Rule) bool {
 // load replaces the copy with rows.
 func (c *desiredCache) load(rows []store.Rule) {
 	if c.byID == nil {
-		c.byID = make(map[int64]store.Rule, len(rows))
+		c.byID = make(map[int64]*store.Rule, len(rows))
 		c.byMatch = make(map[flowspec.Match]ids, len(rows))
 	} else {
 		// Keep the tables: a re-read has about as many rows.
@@ -206,10 +207,15 @@ func (c *desiredCache) load(rows []store.Rule) {
 		clear(c.byMatch)
 	}
 	c.expiry = c.expiry[:0]
-	for _, r := range rows {
+	for i := range rows {
+		r := &rows[i]
 		c.byID[r.ID] = r
-		c.index(r)
+		c.byMatch[r.Rule.Match] = c.byMatch[r.Rule.Match].add(r.ID)
+		if expiring(*r) {
+			c.expiry = append(c.expiry, expiryEntry{at: r.ExpiresAt.UnixNano(), id: r.ID})
+		}
 	}
+	c.expiry.init()
 }
 
 func (c *desiredCache) index(r store.Rule) {
@@ -233,7 +239,7 @@ func (c *desiredCache) unindex(r store.Rule) {
 func (c *desiredCache) rebuildExpiry() {
 	c.expiry = c.expiry[:0]
 	for _, r := range c.byID {
-		if expiring(r) {
+		if expiring(*r) {
 			c.expiry = append(c.expiry, expiryEntry{at: r.ExpiresAt.UnixNano(), id: r.ID})
 		}
 	}
@@ -241,11 +247,19 @@ func (c *desiredCache) rebuildExpiry() {
 }
 
 // all returns the copy's rows, in no particular order.
-func (c *desiredCache) all() iter.Seq[store.Rule] { return maps.Values(c.byID) }
+func (c *desiredCache) all() iter.Seq[store.Rule] {
+	return func(yield func(store.Rule) bool) {
+		for _, r := range c.byID {
+			if !yield(*r) {
+				return
+			}
+		}
+	}
+}
 
 // rowsOf appends the rows of Match m to buf.
 func (c *desiredCache) rowsOf(m flowspec.Match, buf []store.Rule) []store.Rule {
-	c.byMatch[m].each(func(id int64) { buf = append(buf, c.byID[id]) })
+	c.byMatch[m].each(func(id int64) { buf = append(buf, *c.byID[id]) })
 	return buf
 }
 
@@ -258,7 +272,7 @@ func expiring(r store.Rule) bool {
 // valid reports whether e still describes a row of the copy.
 func (c *desiredCache) valid(e expiryEntry) bool {
 	r, ok := c.byID[e.id]
-	return ok && expiring(r) && r.ExpiresAt.UnixNano() == e.at
+	return ok && expiring(*r) && r.ExpiresAt.UnixNano() == e.at
 }
 
 // due calls fn with the Match of every row whose ExpiresAt has come by now
