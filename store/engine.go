@@ -25,6 +25,10 @@ type engine interface {
 	siteFilter() string
 	// lockMigrations serializes concurrent migrations in t.
 	lockMigrations(ctx context.Context, t tx) error
+	// lockHistory is taken in t right before history entries are inserted
+	// and held until t ends, so that history ids become visible in id
+	// order (see Revision).
+	lockHistory(ctx context.Context, t tx) error
 	// migrations names the directory of embedded migrations.
 	migrations() string
 	// unavailable reports whether err means the database is unreachable.

@@ -105,6 +105,12 @@ const eventChunk = 128 // rows per INSERT: 7 parameters each
 
 // flushEvents inserts w's pending events.
 func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
+	if len(w.events) == 0 {
+		return nil
+	}
+	if err := s.eng.lockHistory(ctx, w.tx); err != nil {
+		return fmt.Errorf("record history: %w", err)
+	}
 	var full string
 	args := make([]any, 0, 7*min(len(w.events), eventChunk))
 	for evs := w.events; len(evs) > 0; {

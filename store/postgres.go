@@ -108,6 +108,15 @@ func (e *pgEngine) siteFilter() string {
 	return `(r.sites = '[]'::jsonb OR r.sites @> jsonb_build_array(?::text))`
 }
 
+// historyLockKey is the pg_advisory_xact_lock key that serializes the
+// insertion of history entries up to commit ("ribkhist" in ASCII).
+const historyLockKey int64 = 0x7269626b68697374
+
+func (e *pgEngine) lockHistory(ctx context.Context, t tx) error {
+	_, err := t.exec(ctx, "SELECT pg_advisory_xact_lock(?)", historyLockKey)
+	return err
+}
+
 func (e *pgEngine) lockMigrations(ctx context.Context, t tx) error {
 	_, err := t.exec(ctx, "SELECT pg_advisory_xact_lock(?)", migrationLockKey)
 	return err

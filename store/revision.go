@@ -10,11 +10,14 @@ import (
 // state writes one in the same transaction (status writes too, with kind
 // "status", which ChangedSince ignores).
 //
-// SQLite allocates history ids under its write lock, so they become visible
-// in id order and "everything after rev" is exact. PostgreSQL allocates them
-// from a sequence when a transaction inserts, so a transaction can commit
-// after another one with a higher id: RevisionSettle says how long a reader
-// must keep re-reading behind the newest revision it saw.
+// History ids become visible in id order on both engines, so "everything
+// after rev" is exact: SQLite allocates them under its single write lock;
+// on PostgreSQL, where a sequence would let a transaction commit after one
+// with a higher id, every transaction takes an advisory lock right before it
+// inserts history entries and holds it until it ends (lockHistory). That
+// serializes only the last moments of writes that change something, and
+// saves every reader from re-reading a window of recent changes on every
+// pass.
 
 // Delta is what changed in desired state after a revision.
 type Delta struct {
@@ -40,15 +43,10 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 }
 
 // RevisionSettle is how long after a revision was seen a transaction may
-// still commit history entries with lower ids: 0 on SQLite; on PostgreSQL a
-// bound on a write transaction's life (every write runs under the store's
-// timeout, batches under a multiple of it).
-func (s *Store) RevisionSettle() time.Duration {
-	if _, ok := s.eng.(*sqliteEngine); ok {
-		return 0
-	}
-	return 4*s.timeout + 10*time.Second
-}
+// still commit history entries with lower ids: 0, since ids become visible
+// in order on both engines (see lockHistory). It stays in the API for
+// readers written against engines without that guarantee.
+func (s *Store) RevisionSettle() time.Duration { return 0 }
 
 // ChangedSince returns the rules changed by history entries after rev. When
 // nothing changed it costs one indexed lookup. Rules changed again while it

@@ -85,6 +85,7 @@ func (e *sqliteEngine) siteFilter() string {
 }
 
 func (e *sqliteEngine) lockMigrations(context.Context, tx) error { return nil } // BEGIN IMMEDIATE
+func (e *sqliteEngine) lockHistory(context.Context, tx) error    { return nil } // one writer at a time
 
 func (e *sqliteEngine) migrations() string { return "migrations/sqlite" }
 
