@@ -314,7 +314,7 @@ func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 		if err != nil {
 			// Kept with a zero Action: it differs from any desired action,
 			// so the reconciler replaces or withdraws it.
-			s.log.Warn("local FlowSpec path has no usable action", "rule", m.String(), "error", err)
+			s.log.Warn("local FlowSpec path has no usable action", "text", m.String(), "error", err)
 		}
 		ups = append(ups, upd{m: m, a: a})
 	}

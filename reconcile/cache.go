@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"slices"
 	"time"
@@ -42,7 +43,7 @@ const DefaultFullReadInterval = DefaultResyncInterval
 type desiredCache struct {
 	// byID points into the rows of the last full read, or to copies of
 	// rows read since: no allocation per row on a full read.
-	byID map[int64]*store.Rule
+	byID map[int64]*row
 	// byMatch holds the ids of the rows of each Match (one, unless the
 	// store breaks its own uniqueness).
 	byMatch map[flowspec.Match]ids
@@ -55,6 +56,55 @@ type desiredCache struct {
 	// fullAt is when every row was last read.
 	fullAt time.Time
 	ok     bool
+}
+
+// row is what the reconciler keeps of a stored rule: what lifecycle,
+// validation, the path and the status write-back look at, and nothing of
+// its text, reason, actor, sites or timestamps (a third of the size).
+// ActiveRules already filters by site.
+type row struct {
+	ID      int64
+	Match   flowspec.Match
+	Action  flowspec.Action
+	expires int64 // ExpiresAt in Unix ns; 0: never
+	lastErr string
+	flags   uint8
+}
+
+const (
+	rowWithdraw  = 1 << iota // WithdrawRequested
+	rowFinal                 // State set and not Active
+	rowAnnounced             // this site's status: announced
+)
+
+// rowOf compacts a stored rule.
+func rowOf(r *store.Rule) row {
+	c := row{ID: r.ID, Match: r.Rule.Match, Action: r.Rule.Action, lastErr: r.LastError}
+	if !r.ExpiresAt.IsZero() {
+		c.expires = r.ExpiresAt.UnixNano()
+	}
+	if r.WithdrawRequested {
+		c.flags |= rowWithdraw
+	}
+	if r.State != "" && r.State != store.Active {
+		c.flags |= rowFinal
+	}
+	if r.Announced {
+		c.flags |= rowAnnounced
+	}
+	return c
+}
+
+func (r *row) withdrawRequested() bool { return r.flags&rowWithdraw != 0 }
+func (r *row) final() bool             { return r.flags&rowFinal != 0 }
+func (r *row) announced() bool         { return r.flags&rowAnnounced != 0 }
+
+// expiresAt returns ExpiresAt, zero if never.
+func (r *row) expiresAt() time.Time {
+	if r.expires == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, r.expires)
 }
 
 // ids is a small set of row ids: one inline, more only for duplicates.
@@ -107,8 +157,37 @@ type seenRev struct {
 // after the change). changed reports whether the rows may differ from the
 // last call's, and gone is called with the id of every row that left. On
 // an error the copy is left as it was.
-func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full bool, dirty func(flowspec.Match), gone func(int64)) (changed, all bool, err error) {
+//
+// snap, when not nil, is a complete read made off the loop (readSnapshot):
+// the copy is replaced by it and brought up to date with what changed
+// since it was taken, which costs the loop no more than an incremental
+// read. If that catching up fails, the copy stays as it was.
+func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full bool, snap *snapshot, dirty func(flowspec.Match), gone func(int64)) (changed, all bool, err error) {
 	dr, incremental := d.(DeltaReader)
+	if snap != nil && incremental && c.ok {
+		if snap.err != nil {
+			return false, false, snap.err
+		}
+		oldRev, oldSeen := c.rev, slices.Clone(c.seen)
+		if dr.RevisionSettle() > 0 {
+			// Revisions seen since the snapshot's were read into the
+			// old copy, not into the snapshot: re-read from before it.
+			c.rev = min(c.rev, snap.rev)
+			c.seen = slices.DeleteFunc(c.seen, func(s seenRev) bool { return s.rev >= snap.rev })
+			c.seen = append(c.seen, seenRev{at: snap.at, rev: snap.rev})
+		} else {
+			c.rev, c.seen = snap.rev, c.seen[:0]
+		}
+		delta, err := c.fetch(ctx, dr, now)
+		if err != nil {
+			c.rev, c.seen = oldRev, oldSeen
+			return false, false, err
+		}
+		c.byID, c.byMatch, c.expiry = snap.byID, snap.byMatch, snap.expiry
+		c.apply(delta, func(flowspec.Match) {}, gone)
+		c.fullAt = snap.at
+		return true, true, nil
+	}
 	if !incremental || full || !c.ok {
 		var rev int64
 		if incremental {
@@ -131,6 +210,19 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 		c.ok, c.fullAt = true, now
 		return true, true, nil
 	}
+	delta, err := c.fetch(ctx, dr, now)
+	if err != nil {
+		return false, false, err
+	}
+	if !c.apply(delta, dirty, gone) {
+		return false, false, nil
+	}
+	return true, false, nil
+}
+
+// fetch reads what changed since the copy's revision and moves the
+// revision on; on an error nothing changes.
+func (c *desiredCache) fetch(ctx context.Context, dr DeltaReader, now time.Time) (store.Delta, error) {
 	settle := dr.RevisionSettle()
 	from := c.rev
 	for _, s := range c.seen {
@@ -141,7 +233,7 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 	}
 	delta, err := dr.ChangedSince(ctx, from)
 	if err != nil {
-		return false, false, err
+		return store.Delta{}, err
 	}
 	if settle > 0 {
 		c.seen = slices.DeleteFunc(c.seen, func(s seenRev) bool { return s.rev <= from })
@@ -153,18 +245,25 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 	} else {
 		c.rev = max(c.rev, delta.Next)
 	}
+	return delta, nil
+}
+
+// apply brings the copy up to date with delta and reports whether any
+// row changed in what a pass looks at.
+func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone func(int64)) (changed bool) {
 	for _, id := range delta.Gone {
 		if old, ok := c.byID[id]; ok {
 			changed = true
-			dirty(old.Rule.Match)
-			c.unindex(*old)
+			dirty(old.Match)
+			c.unindex(old)
 			delete(c.byID, id)
 		}
 		gone(id)
 	}
-	for _, r := range delta.Active {
+	for i := range delta.Active {
+		r := rowOf(&delta.Active[i])
 		old, ok := c.byID[r.ID]
-		if ok && sameLifecycle(*old, r) {
+		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
 			*old = r
@@ -172,85 +271,125 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 		}
 		changed = true
 		if ok {
-			dirty(old.Rule.Match)
-			c.unindex(*old)
+			dirty(old.Match)
+			c.unindex(old)
 		}
-		dirty(r.Rule.Match)
+		dirty(r.Match)
 		c.byID[r.ID] = &r
-		c.index(r)
+		c.index(&r)
 	}
-	if !changed {
-		return false, false, nil
-	}
-	if len(c.expiry) > 2*len(c.byID)+1024 {
+	if changed && len(c.expiry) > 2*len(c.byID)+1024 {
 		c.rebuildExpiry()
 	}
-	return true, false, nil
+	return changed
+}
+
+// snapshot is a complete read of the desired rows made off the loop
+// goroutine (the periodic resync), indexed and ready to swap in.
+type snapshot struct {
+	rev     int64
+	at      time.Time // when the read started
+	took    time.Duration
+	err     error
+	byID    map[int64]*row
+	byMatch map[flowspec.Match]ids
+	expiry  expiryHeap
+}
+
+// readSnapshot reads every active row of d (a DeltaReader) and indexes
+// them. It touches nothing of the reconciler: it runs on its own
+// goroutine while the loop goes on.
+func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapshot {
+	s := &snapshot{at: now()}
+	dr, ok := d.(DeltaReader)
+	if !ok {
+		s.err = errors.New("reconcile: store cannot say what changed")
+		return s
+	}
+	if s.rev, s.err = dr.Revision(ctx); s.err != nil {
+		return s
+	}
+	rows, err := d.ActiveRules(ctx)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	var c desiredCache
+	c.load(rows)
+	s.byID, s.byMatch, s.expiry = c.byID, c.byMatch, c.expiry
+	s.took = now().Sub(s.at)
+	return s
 }
 
 // sameLifecycle reports whether a and b, two readings of one rule, give
 // the same view: what the reconciler derives from a row (lifecycle,
 // validation, the path) depends on these fields only.
-func sameLifecycle(a, b store.Rule) bool {
-	return a.Rule == b.Rule && a.ExpiresAt.Equal(b.ExpiresAt) && a.State == b.State &&
-		a.WithdrawRequested == b.WithdrawRequested
+func sameLifecycle(a, b *row) bool {
+	return a.Match == b.Match && a.Action == b.Action && a.expires == b.expires &&
+		a.flags&(rowWithdraw|rowFinal) == b.flags&(rowWithdraw|rowFinal)
 }
 
-// load replaces the copy with rows.
+// load replaces the copy with rows (compacted; rows is not kept).
 func (c *desiredCache) load(rows []store.Rule) {
-	if c.byID == nil {
-		c.byID = make(map[int64]*store.Rule, len(rows))
-		c.byMatch = make(map[flowspec.Match]ids, len(rows))
-	} else {
-		// Keep the tables: a re-read has about as many rows.
-		clear(c.byID)
-		clear(c.byMatch)
+	compact := make([]row, len(rows))
+	for i := range rows {
+		compact[i] = rowOf(&rows[i])
 	}
-	c.expiry = c.expiry[:0]
+	c.loadRows(compact)
+}
+
+// loadRows replaces the copy with rows, pointing into them.
+func (c *desiredCache) loadRows(rows []row) {
+	// Fresh tables: a map keeps its largest size, and the old rows are
+	// garbage once the tables no longer point into them.
+	c.byID = make(map[int64]*row, len(rows))
+	c.byMatch = make(map[flowspec.Match]ids, len(rows))
+	c.expiry = make(expiryHeap, 0, len(rows)/4)
 	for i := range rows {
 		r := &rows[i]
 		c.byID[r.ID] = r
-		c.byMatch[r.Rule.Match] = c.byMatch[r.Rule.Match].add(r.ID)
-		if expiring(*r) {
-			c.expiry = append(c.expiry, expiryEntry{at: r.ExpiresAt.UnixNano(), id: r.ID})
+		c.byMatch[r.Match] = c.byMatch[r.Match].add(r.ID)
+		if expiring(r) {
+			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})
 		}
 	}
+	c.expiry = slices.Clip(c.expiry)
 	c.expiry.init()
 }
 
-func (c *desiredCache) index(r store.Rule) {
-	c.byMatch[r.Rule.Match] = c.byMatch[r.Rule.Match].add(r.ID)
+func (c *desiredCache) index(r *row) {
+	c.byMatch[r.Match] = c.byMatch[r.Match].add(r.ID)
 	if expiring(r) {
-		c.expiry.push(expiryEntry{at: r.ExpiresAt.UnixNano(), id: r.ID})
+		c.expiry.push(expiryEntry{at: r.expires, id: r.ID})
 	}
 }
 
 // unindex removes r from byMatch; its expiry entry goes stale and is
 // dropped lazily (see valid).
-func (c *desiredCache) unindex(r store.Rule) {
-	s := c.byMatch[r.Rule.Match].remove(r.ID)
+func (c *desiredCache) unindex(r *row) {
+	s := c.byMatch[r.Match].remove(r.ID)
 	if s.empty() {
-		delete(c.byMatch, r.Rule.Match)
+		delete(c.byMatch, r.Match)
 	} else {
-		c.byMatch[r.Rule.Match] = s
+		c.byMatch[r.Match] = s
 	}
 }
 
 func (c *desiredCache) rebuildExpiry() {
 	c.expiry = c.expiry[:0]
 	for _, r := range c.byID {
-		if expiring(*r) {
-			c.expiry = append(c.expiry, expiryEntry{at: r.ExpiresAt.UnixNano(), id: r.ID})
+		if expiring(r) {
+			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})
 		}
 	}
 	c.expiry.init()
 }
 
 // all returns the copy's rows, in no particular order.
-func (c *desiredCache) all() iter.Seq[store.Rule] {
-	return func(yield func(store.Rule) bool) {
+func (c *desiredCache) all() iter.Seq[*row] {
+	return func(yield func(*row) bool) {
 		for _, r := range c.byID {
-			if !yield(*r) {
+			if !yield(r) {
 				return
 			}
 		}
@@ -258,21 +397,21 @@ func (c *desiredCache) all() iter.Seq[store.Rule] {
 }
 
 // rowsOf appends the rows of Match m to buf.
-func (c *desiredCache) rowsOf(m flowspec.Match, buf []store.Rule) []store.Rule {
-	c.byMatch[m].each(func(id int64) { buf = append(buf, *c.byID[id]) })
+func (c *desiredCache) rowsOf(m flowspec.Match, buf []*row) []*row {
+	c.byMatch[m].each(func(id int64) { buf = append(buf, c.byID[id]) })
 	return buf
 }
 
 // expiring reports whether r will turn retiring by the clock alone: it
 // is active, not already withdrawn, and has an ExpiresAt.
-func expiring(r store.Rule) bool {
-	return !r.ExpiresAt.IsZero() && !r.WithdrawRequested && (r.State == "" || r.State == store.Active)
+func expiring(r *row) bool {
+	return r.expires != 0 && r.flags&(rowWithdraw|rowFinal) == 0
 }
 
 // valid reports whether e still describes a row of the copy.
 func (c *desiredCache) valid(e expiryEntry) bool {
 	r, ok := c.byID[e.id]
-	return ok && expiring(*r) && r.ExpiresAt.UnixNano() == e.at
+	return ok && expiring(r) && r.expires == e.at
 }
 
 // due calls fn with the Match of every row whose ExpiresAt has come by now
@@ -283,7 +422,7 @@ func (c *desiredCache) due(now time.Time, fn func(flowspec.Match)) {
 	for len(c.expiry) > 0 && c.expiry[0].at <= t {
 		e := c.expiry.pop()
 		if c.valid(e) {
-			fn(c.byID[e.id].Rule.Match)
+			fn(c.byID[e.id].Match)
 		}
 	}
 }
@@ -293,7 +432,7 @@ func (c *desiredCache) due(now time.Time, fn func(flowspec.Match)) {
 func (c *desiredCache) nextExpiry() time.Time {
 	for len(c.expiry) > 0 {
 		if e := c.expiry[0]; c.valid(e) {
-			return c.byID[e.id].ExpiresAt
+			return c.byID[e.id].expiresAt()
 		}
 		c.expiry.pop()
 	}

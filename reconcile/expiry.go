@@ -51,10 +51,15 @@ type shadowedRow struct {
 // Rules whose ExpiresAt has passed are retiring even if they were never
 // announced (the process was down): they never enter the desired set.
 func retiringState(r store.Rule, now time.Time) (store.State, bool) {
+	c := rowOf(&r)
+	return c.retiring(now)
+}
+
+func (r *row) retiring(now time.Time) (store.State, bool) {
 	switch {
-	case r.WithdrawRequested:
+	case r.withdrawRequested():
 		return store.Withdrawn, true
-	case !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt):
+	case r.expires != 0 && now.UnixNano() >= r.expires:
 		return store.Expired, true
 	}
 	return "", false
@@ -63,10 +68,15 @@ func retiringState(r store.Rule, now time.Time) (store.State, bool) {
 // validate is the reconciler's own check of a stored rule before it goes
 // anywhere near the speaker.
 func validate(r store.Rule) error {
+	c := rowOf(&r)
+	return c.validate()
+}
+
+func (r *row) validate() error {
 	switch {
-	case !r.Rule.Match.IsValid():
+	case !r.Match.IsValid():
 		return &InvalidRuleError{ID: r.ID, Reason: "match is not valid"}
-	case !r.Rule.Action.IsValid():
+	case !r.Action.IsValid():
 		return &InvalidRuleError{ID: r.ID, Reason: "action is not valid"}
 	}
 	return nil
@@ -74,11 +84,21 @@ func validate(r store.Rule) error {
 
 // newView applies the lifecycle and validate steps to rows at now.
 func newView(rows []store.Rule, now time.Time) view {
-	return newViewOf(slices.Values(rows), len(rows), now)
+	compact := make([]row, len(rows))
+	for i := range rows {
+		compact[i] = rowOf(&rows[i])
+	}
+	return newViewOf(func(yield func(*row) bool) {
+		for i := range compact {
+			if !yield(&compact[i]) {
+				return
+			}
+		}
+	}, len(rows), now)
 }
 
 // newViewOf is newView of n rows in any order.
-func newViewOf(rows iter.Seq[store.Rule], n int, now time.Time) view {
+func newViewOf(rows iter.Seq[*row], n int, now time.Time) view {
 	v := view{
 		want:     make(map[flowspec.Match]Want, n),
 		retiring: make(map[flowspec.Match][]Item),
@@ -101,7 +121,7 @@ func newViewOf(rows iter.Seq[store.Rule], n int, now time.Time) view {
 }
 
 // refresh recomputes the view of Match m from rows, all the rows of m.
-func (v *view) refresh(m flowspec.Match, rows []store.Rule, now time.Time) {
+func (v *view) refresh(m flowspec.Match, rows []*row, now time.Time) {
 	delete(v.want, m)
 	delete(v.retiring, m)
 	delete(v.invalid, m)
@@ -115,19 +135,19 @@ func (v *view) refresh(m flowspec.Match, rows []store.Rule, now time.Time) {
 
 // add applies the lifecycle and validate steps to one row. It returns the
 // row's ExpiresAt when the row is not retiring and expires.
-func (v *view) add(r store.Rule, now time.Time) (expires time.Time, ok bool) {
-	if r.State != "" && r.State != store.Active {
+func (v *view) add(r *row, now time.Time) (expires time.Time, ok bool) {
+	if r.final() {
 		return time.Time{}, false // final already; ActiveRules should not return it
 	}
-	m := r.Rule.Match
-	if st, ok := retiringState(r, now); ok {
+	m := r.Match
+	if st, ok := r.retiring(now); ok {
 		// An invalid Match cannot be in the RIB, so such a row
 		// finishes at once (the zero Match is never in actual).
 		v.retiring[m] = append(v.retiring[m], Item{ID: r.ID, Match: m, State: st})
 		return time.Time{}, false
 	}
-	expires, ok = r.ExpiresAt, !r.ExpiresAt.IsZero()
-	if err := validate(r); err != nil {
+	expires, ok = r.expiresAt(), r.expires != 0
+	if err := r.validate(); err != nil {
 		v.invalid[m] = append(v.invalid[m], invalidRow{id: r.ID, err: err})
 		if m.IsValid() {
 			v.hold[m] = struct{}{}
@@ -144,7 +164,7 @@ func (v *view) add(r store.Rule, now time.Time) (expires time.Time, ok bool) {
 		}
 		v.shadowed[m] = append(v.shadowed[m], shadowedRow{id: w.ID})
 	}
-	v.want[m] = Want{ID: r.ID, Action: r.Rule.Action}
+	v.want[m] = Want{ID: r.ID, Action: r.Action}
 	return expires, ok
 }
 

@@ -166,7 +166,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r := New(testLogger(t), st, sp, Config{AnnounceRate: 200}) // 10 per batch
+	r := New(testLogger(t), st, sp, Config{AnnounceRate: 10}) // 10 per batch
 	settle := func(what string) PassResult {
 		t.Helper()
 		var res PassResult

@@ -85,5 +85,6 @@ func (r *Reconciler) dirtyState(t DirtyTracker, now time.Time) (desired map[flow
 		}
 	}
 	clear(r.rowBuf)
+	r.rowBuf = r.rowBuf[:0]
 	return r.dw, r.da, true
 }

@@ -61,6 +61,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			return ids
 		}
 		incremental, faults := 0, 0
+		var snap *snapshot
 		for step := range 150 {
 			for range 1 + rng.IntN(3) {
 				ids := active()
@@ -91,6 +92,19 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			}
 			now = now.Add(time.Millisecond)
 			full := step%7 == 6
+			if step%7 == 3 {
+				// A complete read made off the loop, swapped in by the
+				// next full pass of odd seeds: stale by a few steps.
+				snap = readSnapshot(ctx, st, func() time.Time { return now })
+			}
+			pass := func() {
+				if full && seed%2 == 1 && snap != nil {
+					r.runPassWith(ctx, false, snap)
+					snap = nil
+					return
+				}
+				r.runPass(ctx, full)
+			}
 
 			// Now and then a fault: the pass does less than the plan,
 			// and what it left undone must be done by the next passes.
@@ -111,7 +125,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 					st.writeErr = errors.New("disk full")
 					st.mu.Unlock()
 				}
-				r.runPass(ctx, full)
+				pass()
 				sp.announceErr = nil
 				st.setReadErr(nil)
 				st.mu.Lock()
@@ -135,7 +149,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			for _, it := range gone {
 				delete(rib, it.Match)
 			}
-			r.runPass(ctx, full)
+			pass()
 			res := r.LastPass()
 			if res.Incremental {
 				incremental++

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -14,9 +15,15 @@ import (
 // runPass runs one pass, records and logs its result, and returns when the
 // loop must wake up next for expiry and for retries (zero: no need).
 func (r *Reconciler) runPass(ctx context.Context, full bool) (nextExpiry, nextRetry time.Time) {
+	return r.runPassWith(ctx, full, nil)
+}
+
+// runPassWith is runPass with a complete read made off the loop (nil:
+// none); a pass with one is a full pass.
+func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot) (nextExpiry, nextRetry time.Time) {
 	now := r.now()
-	res := PassResult{Started: now, DryRun: r.cfg.DryRun, Full: full}
-	nextExpiry = r.pass(ctx, now, full, &res)
+	res := PassResult{Started: now, DryRun: r.cfg.DryRun, Full: full || snap != nil}
+	nextExpiry = r.pass(ctx, now, full, snap, &res)
 	nextRetry = r.nextRetry(now)
 	res.Duration = r.now().Sub(now)
 
@@ -44,20 +51,25 @@ func (r *Reconciler) runPass(ctx context.Context, full bool) (nextExpiry, nextRe
 // or only the dirty ones (see incremental.go). Both give the same plan for
 // the Matches they look at, and a dirty-only pass looks at every Match
 // whose plan could differ from the previous pass's.
-func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *PassResult) time.Time {
+func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) time.Time {
 	storeErr := false
 	r.failLogged = 0
+	r.changeLogged, r.changeInfo = [3]int{}, [3]int{}
 	defer func() {
 		r.storeDone(storeErr, now)
 		if n := r.failLogged - maxFailLogs; n > 0 {
 			r.log.Warn("more rules failed; not logged one by one", "count", n)
 		}
+		r.logChangesSummary()
 	}()
 	if !full && r.rereadWanted && (r.rereadAt.IsZero() || now.Sub(r.rereadAt) >= rereadAfterStoreError) {
 		// The store failed since the last complete read: read every row
 		// once it is back (at most every rereadAfterStoreError while it
 		// keeps failing). Revisions make this a safety net, not a need.
 		full = true
+	}
+	if snap != nil {
+		full = true // read off the loop; read swaps it in
 	}
 	if full {
 		res.Full = true
@@ -68,7 +80,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	// from the last rows read (they still expire on time) but withdraw no
 	// orphans and write nothing to the store.
 	storeOK := true
-	changed, all, err := r.cache.read(ctx, r.d, now, full, r.markDirty, r.forget)
+	changed, all, err := r.cache.read(ctx, r.d, now, full, snap, r.markDirty, r.forget)
 	switch {
 	case err == nil:
 		if all {
@@ -157,7 +169,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	if storeOK && fullDiff {
 		for _, row := range r.cache.byID {
 			if _, ok := r.written[row.ID]; !ok {
-				r.written[row.ID] = ruleStatus{announced: row.Announced, lastErr: row.LastError}
+				r.written[row.ID] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
 			}
 		}
 		for id := range r.written {
@@ -170,7 +182,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			r.cache.byMatch[m].each(func(id int64) {
 				if _, ok := r.written[id]; !ok {
 					row := r.cache.byID[id]
-					r.written[id] = ruleStatus{announced: row.Announced, lastErr: row.LastError}
+					r.written[id] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
 				}
 			})
 		}
@@ -189,7 +201,10 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		r.prune(*v, p, r.dirty)
 	}
 	res.Orphans = len(p.Withdraw)
-	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add), now)
+	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add)+len(r.queue), now)
+	if budget < 0 && len(r.queue) > 0 {
+		r.dropQueue() // not paced any more: compared again next pass
+	}
 
 	var st statusBatch
 	statuses := func(m flowspec.Match) {
@@ -227,7 +242,12 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 	// backoff expiring, the store coming back, the orphan cap).
 	clear(r.dirty)
 	r.fullDiff = false
-	for _, items := range [][]Item{p.Add, p.Update, p.Withdraw, p.Retire, p.Finish} {
+	// Paced additions wait in the storm queue instead (storm.go).
+	carry := [][]Item{p.Add, p.Update, p.Withdraw, p.Retire, p.Finish}
+	if budget >= 0 {
+		carry = carry[1:]
+	}
+	for _, items := range carry {
 		for _, it := range items {
 			r.dirty[it.Match] = struct{}{}
 		}
@@ -242,9 +262,23 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		r.withdraw(ctx, it, "retire", v, now, res, &st)
 	}
 	adds := p.Add
-	if budget >= 0 && len(adds) > budget {
-		res.Pending += len(adds) - budget
-		adds = adds[:budget]
+	if budget >= 0 {
+		r.enqueue(p.Add)
+		present := func(m flowspec.Match) (bool, bool) {
+			_, in := actual[m]
+			return in, true
+		}
+		if !fullDiff {
+			present = func(m flowspec.Match) (bool, bool) {
+				_, in, ok := tracker.Path(m)
+				return in, ok
+			}
+		}
+		adds, _ = r.dequeue(budget, present, make([]Item, 0, min(budget, len(r.queue))))
+		for _, it := range adds {
+			r.dirty[it.Match] = struct{}{}
+		}
+		res.Pending += len(r.queue)
 	}
 	for _, it := range adds {
 		if ctx.Err() != nil {
@@ -252,8 +286,8 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 		}
 		r.announce(ctx, it, "add", now, res, &st)
 	}
-	r.pace.spent(len(adds), len(p.Add)-len(adds), r.cfg.AnnounceRate)
-	if len(p.Add) == len(adds) {
+	r.pace.spent(len(adds), len(r.queue), r.cfg.AnnounceRate, r.now())
+	if len(r.queue) == 0 {
 		r.reannouncing = false
 	}
 	for _, it := range p.Update {
@@ -290,13 +324,13 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			delete(r.attempts, it.Match)
 			if r.cfg.DryRun {
 				res.Finished++
-				r.log.Debug("would finish", "id", it.ID, "state", it.State)
+				r.log.Debug("would finish", "rule", it.ID, "state", it.State)
 				continue
 			}
 			if err := errs[i]; err != nil {
 				storeErr = true
 				res.Errors++
-				r.log.Warn("cannot finish rule", "id", it.ID, "state", it.State, "err", err)
+				r.log.Warn("cannot finish rule", "rule", it.ID, "state", it.State, "err", err)
 				continue
 			}
 			res.Finished++
@@ -304,7 +338,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			if it.State == store.Expired {
 				r.recordExpired(it.ID)
 			}
-			r.log.Info("rule finished", "id", it.ID, "state", it.State, "family", it.Match.Family())
+			r.logChange(changeFinished, "rule finished", "rule", it.ID, "state", it.State, "family", it.Match.Family())
 		}
 	}
 
@@ -323,7 +357,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, res *Pa
 			for id, want := range st.want {
 				if w, ok := r.written[id]; !ok || w != want {
 					if row, ok := r.cache.byID[id]; ok {
-						r.markDirty(row.Rule.Match)
+						r.markDirty(row.Match)
 					}
 				}
 			}
@@ -491,7 +525,7 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 	}
 	if r.cfg.DryRun {
 		*count++
-		r.log.Debug("would announce", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+		r.log.Debug("would announce", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 		return
 	}
 	if err := r.s.Announce(ctx, it.Rule()); err != nil {
@@ -501,9 +535,9 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 		switch {
 		case !r.logFailure():
 		case term:
-			r.log.Error("rule rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
+			r.log.Error("rule rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
 		default:
-			r.log.Warn("announce failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
+			r.log.Warn("announce failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -526,7 +560,7 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 		}
 	}
 	r.recorder().Announced(it.Match.Family(), kind)
-	r.log.Info("rule announced", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+	r.logChange(changeAnnounced, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 }
 
 func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view, now time.Time, res *PassResult, st *statusBatch) {
@@ -535,7 +569,7 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view
 	}
 	if r.cfg.DryRun {
 		res.Withdrawn++
-		r.log.Debug("would withdraw", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+		r.log.Debug("would withdraw", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 		return
 	}
 	if err := r.s.Withdraw(ctx, it.Match); err != nil {
@@ -547,9 +581,9 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view
 		switch {
 		case !r.logFailure():
 		case term:
-			r.log.Error("withdraw rejected; not retrying", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "err", err)
+			r.log.Error("withdraw rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
 		default:
-			r.log.Warn("withdraw failed; will retry", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule(), "retry_in", retryIn, "err", err)
+			r.log.Warn("withdraw failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "err", err)
 		}
 		return
 	}
@@ -561,13 +595,52 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view
 		r.orphaned.Add(1)
 	}
 	r.recorder().Withdrawn(it.Match.Family(), kind)
-	r.log.Info("rule withdrawn", "id", it.ID, "op", kind, "family", it.Match.Family(), "rule", it.Rule())
+	r.logChange(changeWithdrawn, "rule withdrawn", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 }
 
 // maxFailLogs bounds the per-rule failure lines of one pass: when the
 // speaker is down every rule fails, and one line per rule per retry would
 // bury everything else.
 const maxFailLogs = 20
+
+// maxChangeLogs bounds the per-rule Info lines of one pass ("rule
+// announced", "rule withdrawn", "rule finished"): a bulk load of 100,000
+// rules logs the first ones, then the rest at Debug and one summary line.
+const maxChangeLogs = 100
+
+// Kinds of rule change logged (index into Reconciler.changeLogged).
+const (
+	changeAnnounced = iota
+	changeWithdrawn
+	changeFinished
+)
+
+// logChange logs one rule change: at Info for the first maxChangeLogs
+// changes of the pass, at Debug after that (the rule text is formatted
+// only if the line is written).
+func (r *Reconciler) logChange(kind int, msg string, args ...any) {
+	r.changeLogged[kind]++
+	if r.changeLogged[0]+r.changeLogged[1]+r.changeLogged[2] <= maxChangeLogs {
+		r.changeInfo[kind]++
+		r.log.Info(msg, args...)
+	} else if r.log.IsDebug() {
+		r.log.Debug(msg, args...)
+	}
+}
+
+// logChangesSummary writes the Info line for the changes of this pass
+// that logChange did not write at Info.
+func (r *Reconciler) logChangesSummary() {
+	c, in := r.changeLogged, r.changeInfo
+	more := c[0] + c[1] + c[2] - in[0] - in[1] - in[2]
+	if more <= 0 {
+		return
+	}
+	r.log.Info(fmt.Sprintf("and %d more rule changes (logged at debug level)", more),
+		"announced", c[changeAnnounced]-in[changeAnnounced],
+		"withdrawn", c[changeWithdrawn]-in[changeWithdrawn],
+		"finished", c[changeFinished]-in[changeFinished])
+}
 
 // logFailure reports whether this pass may log one more rule failure.
 func (r *Reconciler) logFailure() bool {

@@ -194,6 +194,10 @@ type Reconciler struct {
 	epochKnown   bool
 	reannouncing bool // after a speaker restart, until every rule is back
 	restarted    bool // a restart seen by a pass that did not get to plan
+	// queue holds the paced additions not announced yet, in order, and
+	// queued the same Matches as a set (storm.go).
+	queue  []flowspec.Match
+	queued map[flowspec.Match]struct{}
 	// v is the view of the cached rows: rebuilt by a full comparison,
 	// refreshed Match by Match by a dirty-only one (incremental.go).
 	v view
@@ -204,7 +208,7 @@ type Reconciler struct {
 	inSync   map[flowspec.Match]struct{} // desired Matches in the RIB as wanted
 	dw       map[flowspec.Match]Want     // desired state of the dirty Matches
 	da       map[flowspec.Match]flowspec.Action
-	rowBuf   []store.Rule
+	rowBuf   []*row
 	// rereadWanted asks for a read of every row after a store error;
 	// rereadAt is when one was last attempted.
 	rereadWanted bool
@@ -218,6 +222,9 @@ type Reconciler struct {
 	actual       map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
+	// changeLogged counts the rule changes of the current pass by kind
+	// (logChange).
+	changeLogged, changeInfo [3]int
 }
 
 // New returns a reconciler of speaker s to desired state d. It does nothing
@@ -288,6 +295,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	retry.Stop()
 	defer retry.Stop()
 
+	// The periodic complete re-read runs off the loop (readSnapshot), so
+	// drift repair and expiry go on meanwhile; the pass that swaps it in
+	// compares everything. The first pass, and a store that cannot say
+	// what changed, read on the loop.
+	_, background := r.d.(DeltaReader)
+	snaps := make(chan *snapshot, 1)
+	reading := false
+	var snap *snapshot
+
 	r.Trigger()
 	full := true // the first pass reads everything
 	for {
@@ -300,10 +316,24 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-expiry.C:
 		case <-retry.C:
 		case <-resync.C:
-			full = true
+			if !background || !r.cache.ok {
+				full = true
+				break
+			}
+			if !reading {
+				reading = true
+				now := r.now
+				go func() { snaps <- readSnapshot(ctx, r.d, now) }()
+			}
+			continue
+		case snap = <-snaps:
+			reading = false
+			if snap.err == nil {
+				r.log.Debug("desired state re-read in the background", "rules", len(snap.byID), "took", snap.took)
+			}
 		}
-		nextExpiry, nextRetry := r.runPass(ctx, full)
-		full = false
+		nextExpiry, nextRetry := r.runPassWith(ctx, full, snap)
+		full, snap = false, nil
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}

@@ -45,8 +45,8 @@ func (r *Reconciler) recordExpired(id int64) {
 	if r.cfg.Recorder == nil {
 		return
 	}
-	if row, ok := r.cache.byID[id]; ok && !row.ExpiresAt.IsZero() {
-		r.cfg.Recorder.ExpiryLateness(max(r.now().Sub(row.ExpiresAt), 0))
+	if row, ok := r.cache.byID[id]; ok && row.expires != 0 {
+		r.cfg.Recorder.ExpiryLateness(max(r.now().Sub(row.expiresAt()), 0))
 	}
 }
 

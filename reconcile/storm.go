@@ -2,17 +2,25 @@ package reconcile
 
 import (
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // Storm control. After the speaker restarted, or whenever the RIB is found
 // empty while many rules are desired, every rule is announced again at
 // once: that burst goes to every upstream router. Config.AnnounceRate
 // paces it with a token bucket: each pass announces what the bucket holds
-// (at most 50 ms worth) and leaves the rest pending, and the loop wakes
-// again when the bucket has refilled. Only additions during such a storm
-// are paced: updates, withdrawals and expiry are never delayed, and
-// ordinary additions (an API bulk write into a populated RIB) go at full
-// speed.
+// (at most one second worth) and queues the rest, and the loop wakes again
+// when the bucket has refilled. Only additions during such a storm are
+// paced: updates, withdrawals and expiry are never delayed, and ordinary
+// additions (an API bulk write into a populated RIB) go at full speed.
+//
+// Queued additions are not compared again by every pass (at 100,000 rules
+// that walk would cost more than the announcing): a pass takes its batch
+// from the front of the queue and checks each Match there in O(1) (still
+// desired, with the same rule, still not in the RIB). Anything that
+// changes a queued Match marks it dirty as usual, so the comparison plans
+// it afresh; a stale queue entry is dropped when it comes up.
 //
 // Order inside a pass: retiring rules (expired or withdrawn by an
 // operator) are withdrawn first, then additions and updates, then orphans.
@@ -31,8 +39,11 @@ type Restarter interface {
 	PeerReestablished() uint64
 }
 
-// stormWindow is how much the token bucket holds: one pass's batch.
-const stormWindow = 50 * time.Millisecond
+// stormWindow is how much the token bucket holds: one pass's batch. A
+// pass costs a few milliseconds of its own, so a batch must be large for
+// that overhead not to slow the rate down; one second at the default rate
+// (20,000/s) is what GoBGP itself sends a new peer in about a second.
+const stormWindow = time.Second
 
 // pacer is the token bucket of storm control.
 type pacer struct {
@@ -67,20 +78,89 @@ func (p *pacer) begin(rate int, restarted, empty bool, adds int, now time.Time) 
 	return int(p.tokens)
 }
 
-// spent takes n tokens; when additions remain, it schedules the next
-// batch.
-func (p *pacer) spent(n, left, rate int) {
+// spent takes n tokens at now (the end of the announcing); when additions
+// remain, it schedules the next batch. The tokens refill from the start of
+// the pass, so the time the pass spent announcing counts: a pass that took
+// longer than its batch's worth is followed at once.
+func (p *pacer) spent(n, left, rate int, now time.Time) {
 	if !p.active {
 		return
 	}
+	burst := max(float64(rate)*stormWindow.Seconds(), 1)
 	p.tokens -= float64(n)
 	if left == 0 {
 		p.active = false // the storm is over
+		return
 	}
-	if left > 0 {
-		need := min(float64(left), max(float64(rate)*stormWindow.Seconds(), 1)) - p.tokens
-		p.next = p.at.Add(time.Duration(max(need, 1) / float64(rate) * float64(time.Second)))
+	if now.After(p.at) {
+		p.tokens = min(burst, p.tokens+float64(rate)*now.Sub(p.at).Seconds())
+		p.at = now
 	}
+	// Wake when a batch's worth is there (or all that is left), not for a
+	// trickle: each pass has a fixed cost.
+	need := min(float64(left), burst) - p.tokens
+	if need <= 0 {
+		p.next = now
+		return
+	}
+	p.next = p.at.Add(time.Duration(need / float64(rate) * float64(time.Second)))
+}
+
+// enqueue adds the Matches of adds to the storm queue (once each).
+func (r *Reconciler) enqueue(adds []Item) {
+	if r.queued == nil {
+		r.queued = make(map[flowspec.Match]struct{}, len(adds))
+	}
+	for _, it := range adds {
+		if _, ok := r.queued[it.Match]; !ok {
+			r.queued[it.Match] = struct{}{}
+			r.queue = append(r.queue, it.Match)
+		}
+	}
+}
+
+// dequeue takes up to n additions from the front of the storm queue and
+// returns them as plan items, dropping entries that are stale: no longer
+// desired (or retiring) in the view, or already in the RIB (present says;
+// a path that came in is a changed, and so dirty, Match). ok is false when
+// the mirror is not initialised (then nothing is taken).
+func (r *Reconciler) dequeue(n int, present func(flowspec.Match) (bool, bool), buf []Item) (items []Item, ok bool) {
+	items = buf[:0]
+	i := 0
+	for ; i < len(r.queue) && len(items) < n; i++ {
+		m := r.queue[i]
+		w, desired := r.v.want[m]
+		if !desired || w.Retire != "" {
+			delete(r.queued, m)
+			continue
+		}
+		in, ok := present(m)
+		if !ok {
+			r.queue = r.queue[i:]
+			return items, false
+		}
+		delete(r.queued, m)
+		if in {
+			continue
+		}
+		items = append(items, Item{ID: w.ID, Match: m, Action: w.Action})
+	}
+	clear(r.queue[:i])
+	r.queue = r.queue[i:]
+	if len(r.queue) == 0 {
+		// Give the memory of a large storm back.
+		r.queue, r.queued = nil, nil
+	}
+	return items, true
+}
+
+// dropQueue forgets the storm queue, having the next comparison look at
+// every Match in it again.
+func (r *Reconciler) dropQueue() {
+	for _, m := range r.queue {
+		r.markDirty(m)
+	}
+	r.queue, r.queued = nil, nil
 }
 
 // checkRestart notices a speaker restart (a new epoch): what was seen in

@@ -1,0 +1,137 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// fillStore writes n bench rules into a fresh SQLite store.
+func fillStore(b *testing.B, n int) *store.Store {
+	b.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	rules := benchRules(b, n)
+	exp := time.Now().Add(time.Hour)
+	for i := 0; i < n; i += 5000 {
+		ins := make([]store.Input, 0, 5000)
+		for _, r := range rules[i:min(i+5000, n)] {
+			ins = append(ins, store.Input{Rule: r, ExpiresAt: exp, Actor: "bench", Reason: "bench"})
+		}
+		if _, err := st.UpsertMany(ctx, ins); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st
+}
+
+// BenchmarkInitialSync100k is restart recovery in-process: 100,000 rules
+// in the store, an empty speaker (no listener), the loop started; timed
+// until the mirror holds them all. rate is Config.AnnounceRate (0:
+// unpaced; 20000: the config default).
+func BenchmarkInitialSync100k(b *testing.B) {
+	const n = 100_000
+	for _, rate := range []int{0, 20000} {
+		b.Run(fmt.Sprintf("rate=%d", rate), func(b *testing.B) {
+			st := fillStore(b, n)
+			for b.Loop() {
+				b.StopTimer()
+				ctx, cancel := context.WithCancel(context.Background())
+				sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
+				if err := sp.Start(ctx); err != nil {
+					b.Fatal(err)
+				}
+				r := New(hclog.NewNullLogger(), st, sp, Config{AnnounceRate: rate})
+				done := make(chan error, 1)
+				b.StartTimer()
+				start := time.Now()
+				go func() { done <- r.Run(ctx) }()
+				for sp.Len() < n {
+					if time.Since(start) > 5*time.Minute {
+						b.Fatalf("mirror has %d of %d", sp.Len(), n)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				b.StopTimer()
+				b.ReportMetric(time.Since(start).Seconds(), "s")
+				cancel()
+				<-done
+				sp.Stop()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkHeapPerPath100k reports the live heap of the whole process
+// state (store, speaker with its mirror, reconciler) per path after
+// syncing 100,000 rules, against the same process before any rule: the
+// figure to compare with GoBGP's own per-path cost (bgp's
+// BenchmarkMirrorMemory speaker-B/path, ~1.1 KB).
+func BenchmarkHeapPerPath100k(b *testing.B) {
+	const n = 100_000
+	heap := func() uint64 {
+		var ms runtime.MemStats
+		for range 3 {
+			runtime.GC()
+		}
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	for b.Loop() {
+		b.StopTimer()
+		rules := benchRules(b, n) // before the baseline: not counted
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
+		if err := sp.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		r := New(hclog.NewNullLogger(), st, sp, Config{})
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		time.Sleep(100 * time.Millisecond)
+		base := heap()
+		b.StartTimer()
+		exp := time.Now().Add(time.Hour)
+		for i := 0; i < n; i += 5000 {
+			ins := make([]store.Input, 0, 5000)
+			for _, rule := range rules[i:min(i+5000, n)] {
+				ins = append(ins, store.Input{Rule: rule, ExpiresAt: exp, Actor: "bench", Reason: "bench"})
+			}
+			if _, err := st.UpsertMany(ctx, ins); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for sp.Len() < n || r.LastPass().Adopted < n || r.LastPass().Changed() {
+			time.Sleep(10 * time.Millisecond)
+		}
+		b.StopTimer()
+		time.Sleep(3 * time.Second) // as the e2e memory figure: 3 s after sync
+		r.Trigger()
+		time.Sleep(200 * time.Millisecond)
+		after := heap()
+		runtime.KeepAlive(rules)
+		b.ReportMetric(float64(int64(after)-int64(base))/n, "B-heap/path")
+		cancel()
+		<-done
+		sp.Stop()
+		st.Close()
+		b.StartTimer()
+	}
+}
