@@ -15,7 +15,7 @@ import (
 
 const cliUsage = `usage:
   ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
-  ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--json]
+  ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--order precedence|id] [--json]
   ribkeeper rule show [--json] ID
   ribkeeper rule withdraw ID
   ribkeeper rule history [--json] ID
@@ -184,6 +184,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	state := fs.String("state", "", "only rules in this state")
+	order := fs.String("order", "precedence", "precedence (the order routers apply rules in) or id (newest first)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -191,7 +192,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("rule list: unexpected argument %q", pos[0])
 	}
-	rules, err := c.client.ListRules(ctx, *state)
+	rules, err := c.client.ListRulesOrdered(ctx, *state, *order)
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,15 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 		}
 		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Family, r.Text, expires, announced, r.Reason)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, r := range rules {
+		if r.ShadowedBy != 0 {
+			fmt.Fprintf(c.stderr, "warning: rule %d never applies: rule %d comes first in the routers' order (RFC 8955 §5.1) and matches all of its traffic with a final action\n", r.ID, r.ShadowedBy)
+		}
+	}
+	return nil
 }
 
 func (c *cli) ruleShow(ctx context.Context, args []string) error {

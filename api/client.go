@@ -80,9 +80,23 @@ func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
 
 // ListRules lists rules in state (every state when "").
 func (c *Client) ListRules(ctx context.Context, state string) ([]Rule, error) {
-	path := "/v1/rules"
+	return c.ListRulesOrdered(ctx, state, "")
+}
+
+// ListRulesOrdered lists rules in the given order: "" or "id" (newest
+// first), or "precedence" (the order routers apply them, with ShadowedBy
+// set on rules that can never apply).
+func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]Rule, error) {
+	q := url.Values{}
 	if state != "" {
-		path += "?state=" + url.QueryEscape(state)
+		q.Set("state", state)
+	}
+	if order != "" {
+		q.Set("order", order)
+	}
+	path := "/v1/rules"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	var out ruleList
 	_, err := c.do(ctx, http.MethodGet, path, nil, &out)

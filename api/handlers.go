@@ -190,20 +190,82 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidState, "state",
 			"state %q is not one of active, withdrawing, withdrawn, expired", state)
 	}
+	order := r.URL.Query().Get("order")
+	if order != "" && order != "id" && order != "precedence" {
+		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
+			"order %q is not one of id (newest first), precedence (the order routers apply rules in)", order)
+	}
 	rules, err := s.rules.List(r.Context(), filter)
 	if err != nil {
 		return 0, nil, err
 	}
+	if state != "" {
+		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
+	}
+	var shadowedBy map[int64]int64
+	if order == "precedence" {
+		shadowedBy = byPrecedence(rules)
+	}
 	out := ruleList{Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
-		if state != "" && rule.State != state {
-			continue
-		}
+		rule.ShadowedBy = shadowedBy[sr.ID]
 		s.withDelivery(&rule, sr)
 		out.Rules = append(out.Rules, rule)
 	}
 	return http.StatusOK, out, nil
+}
+
+// maxShadowCheck bounds the pairwise shadowing check: beyond this many
+// active FlowSpec rules of one family the list is still ordered but no
+// rule is reported as shadowed.
+const maxShadowCheck = 2000
+
+// byPrecedence sorts rules the way routers apply them (RFC 8955 §5.1,
+// RFC 8956): active FlowSpec rules first, IPv4 then IPv6, each family in
+// precedence order; then everything else, newest first. It returns, for
+// each active rule that a higher-precedence active rule fully shadows, the
+// id of the first such rule.
+func byPrecedence(rules []store.Rule) map[int64]int64 {
+	rank := func(r store.Rule) int {
+		switch {
+		case r.State != store.Active || r.WithdrawRequested || !r.Rule.Match.Family().IsFlowSpec():
+			return 2
+		case r.Rule.Match.Family() == flowspec.IPv4:
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(rules, func(a, b store.Rule) int {
+		ra, rb := rank(a), rank(b)
+		switch {
+		case ra != rb:
+			return cmp.Compare(ra, rb)
+		case ra == 2:
+			return cmp.Compare(b.ID, a.ID)
+		}
+		return flowspec.Compare(a.Rule.Match, b.Rule.Match)
+	})
+	shadowed := map[int64]int64{}
+	for lo := 0; lo < len(rules); {
+		fam := rank(rules[lo])
+		hi := lo
+		for hi < len(rules) && rank(rules[hi]) == fam {
+			hi++
+		}
+		if fam < 2 && hi-lo <= maxShadowCheck {
+			for i := lo + 1; i < hi; i++ {
+				for j := lo; j < i; j++ {
+					if rules[j].Rule.Shadows(rules[i].Rule) {
+						shadowed[rules[i].ID] = rules[j].ID
+						break
+					}
+				}
+			}
+		}
+		lo = hi
+	}
+	return shadowed
 }
 
 // storeField maps the field a store error names ("input.sites: ...",

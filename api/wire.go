@@ -60,6 +60,10 @@ type Rule struct {
 	// its family ("3/3"); both are set for active rules only.
 	Peers       []string `json:"peers,omitempty"`
 	AnnouncedTo string   `json:"announced_to,omitempty"`
+	// ShadowedBy, in a list ordered by precedence, is the id of an active
+	// rule that routers apply first and that matches every packet this
+	// one matches with a final action: this rule can never apply.
+	ShadowedBy int64 `json:"shadowed_by,omitempty"`
 }
 
 // StateWithdrawing is the state shown for an active rule whose withdrawal was

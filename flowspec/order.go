@@ -164,8 +164,9 @@ func universal(f Family, c string) bool {
 	return subset(f, universalBitmask(c[0]), c)
 }
 
-// universalNumeric and universalBitmask are "true" lists of type t.
-func universalNumeric(t byte) string { return string([]byte{t, OpEnd, 0}) }
+// universalNumeric and universalBitmask are "true" lists of type t:
+// lt|gt|eq all set is "true" (RFC 8955 §4.2.1.1; all clear is "false").
+func universalNumeric(t byte) string { return string([]byte{t, OpEnd | OpLT | OpGT | OpEQ, 0}) }
 
 // Bitmask "true": not (data & 0 != 0) = not false.
 func universalBitmask(t byte) string { return string([]byte{t, OpEnd | OpNot, 0}) }

@@ -82,6 +82,11 @@ func TestShadows(t *testing.T) {
 		{"match destination-port <1024 >1024 then discard", "match destination-port >=80&<=2000 then discard", false},
 		{"match tcp-flags S A then discard", "match tcp-flags =SA then discard", true},
 		{"match tcp-flags =SA S then discard", "match tcp-flags A then discard", false},
+		// b restricts a field a leaves open: b cannot cover a.
+		{"match destination 10.1.0.0/16 protocol ==17 then discard", "match destination 10.1.0.0/16 then rate-limit 1000", false},
+		{"match destination 10.1.0.0/16 protocol ==17 destination-port ==53 then discard", "match destination 10.1.0.0/16 protocol ==17 then discard", false},
+		// ... unless that restriction is true for every value.
+		{"match destination 10.0.0.0/8 destination-port >=0 then discard", "match destination 10.0.0.0/8 packet-length ==100 then discard", true},
 	}
 	for _, tt := range tests {
 		b, err1 := Parse(tt.b)
