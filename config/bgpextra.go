@@ -8,7 +8,12 @@ import (
 // Defaults of the storm-control and compaction keys.
 const (
 	DefaultAnnounceRate = 20000
-	DefaultCompactAfter = 1_000_000 // about 630 MB of leaked GoBGP destinations
+	// DefaultCompactAfter bounds GoBGP v3.37.0's leak of one table
+	// destination per distinct withdrawn NLRI: ~630 B of live heap each,
+	// ~2.7 KB of RSS per churned rule in BENCHMARKS.md's churn run, so
+	// about 0.5 GB before a compaction. Each compaction resets the BGP
+	// sessions once (routers drop the rules until they are re-announced).
+	DefaultCompactAfter = 200_000
 )
 
 // grpcAndCompaction checks [bgp] grpc_listen, grpc_allow_remote and
