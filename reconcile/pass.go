@@ -231,9 +231,17 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	}
 	for _, it := range p.Adopt {
 		r.inSync[it.Match] = struct{}{}
-		r.seen[it.Match] = it.Action
-		delete(r.attempts, it.Match)
-		st.set(it.ID, true, "")
+		if a, ok := r.seen[it.Match]; !ok || a != it.Action {
+			r.seen[it.Match] = it.Action
+		}
+		if len(r.attempts) > 0 {
+			delete(r.attempts, it.Match)
+		}
+		// flush writes only what differs from written: do not grow the
+		// batch by 100,000 unchanged statuses on a full comparison.
+		if w, ok := r.written[it.ID]; !ok || w != (ruleStatus{announced: true}) {
+			st.set(it.ID, true, "")
+		}
 	}
 	res.Adopted = len(r.inSync)
 
