@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"net"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,6 +154,11 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 		s.log.Warn("compacting GoBGP's RIB: restarting the speaker", "leaked_destinations", leaked, "paths", s.Len())
 		if err := s.Restart(ctx); err != nil {
 			s.log.Error("compaction restart failed", "err", err)
+			continue
 		}
+		// The old RIB is garbage now; hand its pages back to the OS at
+		// once rather than when the runtime's scavenger gets to them, so
+		// RSS, not only the heap, stays bounded.
+		debug.FreeOSMemory()
 	}
 }
