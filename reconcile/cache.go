@@ -56,6 +56,8 @@ type desiredCache struct {
 	// fullAt is when every row was last read.
 	fullAt time.Time
 	ok     bool
+	// adopted counts the rows flagged rowAdopted.
+	adopted int
 }
 
 // row is what the reconciler keeps of a stored rule: what lifecycle,
@@ -75,6 +77,7 @@ const (
 	rowWithdraw  = 1 << iota // WithdrawRequested
 	rowFinal                 // State set and not Active
 	rowAnnounced             // this site's status: announced
+	rowAdopted               // the reconciler found its path in the RIB as wanted (desiredCache.adopted)
 )
 
 // rowOf compacts a stored rule.
@@ -183,7 +186,7 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 			c.rev, c.seen = oldRev, oldSeen
 			return false, false, err
 		}
-		c.byID, c.byMatch, c.expiry = snap.byID, snap.byMatch, snap.expiry
+		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
 		c.apply(delta, func(flowspec.Match) {}, gone)
 		c.fullAt = snap.at
 		return true, true, nil
@@ -266,6 +269,7 @@ func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone
 		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
+			r.flags |= old.flags & rowAdopted
 			*old = r
 			continue
 		}
@@ -345,6 +349,7 @@ func (c *desiredCache) loadRows(rows []row) {
 	c.byID = make(map[int64]*row, len(rows))
 	c.byMatch = make(map[flowspec.Match]ids, len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
+	c.adopted = 0
 	for i := range rows {
 		r := &rows[i]
 		c.byID[r.ID] = r
@@ -367,6 +372,7 @@ func (c *desiredCache) index(r *row) {
 // unindex removes r from byMatch; its expiry entry goes stale and is
 // dropped lazily (see valid).
 func (c *desiredCache) unindex(r *row) {
+	c.unadopt(r)
 	s := c.byMatch[r.Match].remove(r.ID)
 	if s.empty() {
 		delete(c.byMatch, r.Match)
@@ -500,5 +506,13 @@ func (h expiryHeap) down(i int) {
 		}
 		h[i], h[m] = h[m], h[i]
 		i = m
+	}
+}
+
+// unadopt clears r's rowAdopted flag.
+func (c *desiredCache) unadopt(r *row) {
+	if r.flags&rowAdopted != 0 {
+		r.flags &^= rowAdopted
+		c.adopted--
 	}
 }

@@ -34,8 +34,10 @@ type view struct {
 	// row owns.
 	shadowed map[flowspec.Match][]shadowedRow
 	// nextExpiry is the nearest future ExpiresAt among rows that are not
-	// yet retiring; zero if none.
+	// yet retiring; zero if none (newView only).
 	nextExpiry time.Time
+	// now is the instant of the view.
+	now time.Time
 }
 
 type invalidRow struct {
@@ -100,6 +102,7 @@ func newView(rows []store.Rule, now time.Time) view {
 // newViewOf is newView of n rows in any order.
 func newViewOf(rows iter.Seq[*row], n int, now time.Time) view {
 	v := view{
+		now:      now,
 		want:     make(map[flowspec.Match]Want, n),
 		retiring: make(map[flowspec.Match][]Item),
 		invalid:  make(map[flowspec.Match][]invalidRow),
@@ -120,8 +123,11 @@ func newViewOf(rows iter.Seq[*row], n int, now time.Time) view {
 	return v
 }
 
-// refresh recomputes the view of Match m from rows, all the rows of m.
+// refresh recomputes the view of Match m from rows, all the rows of m. It
+// is for the live view (Reconciler.v), whose want keeps only the Matches
+// with several rows (see wantOf).
 func (v *view) refresh(m flowspec.Match, rows []*row, now time.Time) {
+	v.now = now
 	delete(v.want, m)
 	delete(v.retiring, m)
 	delete(v.invalid, m)
@@ -131,6 +137,9 @@ func (v *view) refresh(m flowspec.Match, rows []*row, now time.Time) {
 		v.add(r, now)
 	}
 	v.settle(m)
+	if len(rows) <= 1 {
+		delete(v.want, m)
+	}
 }
 
 // add applies the lifecycle and validate steps to one row. It returns the

@@ -72,8 +72,11 @@ func (r *Reconciler) dirtyState(t DirtyTracker, now time.Time) (desired map[flow
 	}
 	for m := range r.dirty {
 		r.rowBuf = r.cache.rowsOf(m, r.rowBuf[:0])
+		for _, rw := range r.rowBuf {
+			r.cache.unadopt(rw)
+		}
 		r.v.refresh(m, r.rowBuf, now)
-		if w, ok := r.v.want[m]; ok {
+		if w, ok := r.wantOf(m); ok {
 			r.dw[m] = w
 		}
 		a, present, ok := t.Path(m)

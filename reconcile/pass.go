@@ -46,8 +46,8 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 // pass does one reconcile and fills res. It returns the nearest future
 // expiry among desired rules.
 //
-// A pass compares either every Match (a full comparison: the existing
-// path, from a view rebuilt from every row and a copy of the whole mirror)
+// A pass compares either every Match (a full comparison: one walk over
+// the cached rows by Match with a lookup in the mirror each, walk.go)
 // or only the dirty ones (see incremental.go). Both give the same plan for
 // the Matches they look at, and a dirty-only pass looks at every Match
 // whose plan could differ from the previous pass's.
@@ -137,23 +137,93 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	// Actual state. Not initialised is not empty: do nothing blindly; the
 	// speaker's Changes wakes us once the mirror is ready.
 	var (
-		desired map[flowspec.Match]Want
-		actual  map[flowspec.Match]flowspec.Action
-		empty   bool
+		st       statusBatch
+		p        Plan
+		seenKept = -1
+		look     lookFunc
+		empty    bool
 	)
+	// adopt takes a desired path found in the RIB as wanted.
+	adopt := func(it Item, rw *row) {
+		if rw == nil {
+			rw = r.cache.byID[it.ID]
+		}
+		if rw != nil && rw.flags&rowAdopted == 0 {
+			rw.flags |= rowAdopted
+			r.cache.adopted++
+		}
+		if a, ok := r.seen[it.Match]; !ok || a != it.Action {
+			r.seen[it.Match] = it.Action
+		}
+		if len(r.attempts) > 0 {
+			delete(r.attempts, it.Match)
+		}
+		// flush writes only what differs from written: do not grow the
+		// batch by 100,000 unchanged statuses on a full comparison.
+		if w, ok := r.written[it.ID]; !ok || w != (ruleStatus{announced: true}) {
+			st.set(it.ID, true, "")
+		}
+	}
 	fullDiff := r.fullDiff
 	if fullDiff {
-		clear(r.actual)
-		if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
+		var (
+			paths = r.s.Paths
+			size  func() int
+			gen   func() uint64
+		)
+		if tracked {
+			look, size = tracker.Path, tracker.Len
+			if g, ok := r.s.(Generationer); ok {
+				gen = g.Generation
+			}
+		} else {
+			clear(r.actual)
+			if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
+				res.Err = joinErr(res.Err, "RIB mirror not initialised")
+				r.log.Debug("RIB mirror not initialised; waiting")
+				return nextExpiry
+			}
+			look = func(m flowspec.Match) (flowspec.Action, bool, bool) {
+				a, in := r.actual[m]
+				return a, in, true
+			}
+			paths = func(fn func(flowspec.Match, flowspec.Action)) bool {
+				for m, a := range r.actual {
+					fn(m, a)
+				}
+				return true
+			}
+		}
+		// Seed written with what the store holds of every row.
+		visit := func(*row) {}
+		if storeOK {
+			visit = func(row *row) {
+				if _, ok := r.written[row.ID]; !ok {
+					r.written[row.ID] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
+				}
+			}
+		}
+		var ok bool
+		if p, seenKept, ok = r.fullWalk(now, look, paths, size, gen, visit, adopt); !ok {
 			res.Err = joinErr(res.Err, "RIB mirror not initialised")
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
-		r.v = newViewOf(r.cache.all(), len(r.cache.byID), now)
-		desired, actual, empty = r.v.want, r.actual, len(r.actual) == 0
+		if storeOK && len(r.written) > len(r.cache.byID) {
+			for id := range r.written {
+				if _, ok := r.cache.byID[id]; !ok {
+					delete(r.written, id)
+				}
+			}
+		}
+		if tracked {
+			empty = tracker.Len() == 0
+		} else {
+			empty = len(r.actual) == 0
+		}
 	} else {
-		var ok bool
-		if desired, actual, ok = r.dirtyState(tracker, now); !ok {
+		desired, actual, ok := r.dirtyState(tracker, now)
+		if !ok {
 			r.fullDiff = true
 			res.Err = joinErr(res.Err, "RIB mirror not initialised")
 			r.log.Debug("RIB mirror not initialised; waiting")
@@ -161,44 +231,41 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		}
 		res.Incremental = true
 		empty = tracker.Len() == 0
+		look = func(m flowspec.Match) (flowspec.Action, bool, bool) {
+			a, in := actual[m]
+			return a, in, true
+		}
+		if storeOK {
+			for m := range r.dirty {
+				r.cache.byMatch[m].each(func(id int64) {
+					if _, ok := r.written[id]; !ok {
+						row := r.cache.byID[id]
+						r.written[id] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
+					}
+				})
+			}
+		}
+		p = r.plan(r.v, desired, actual)
+		for _, it := range p.Adopt {
+			adopt(it, nil)
+		}
+		p.Adopt = nil
 	}
 	restarted := r.restarted
 	r.restarted = false
 	v := &r.v
 
-	if storeOK && fullDiff {
-		for _, row := range r.cache.byID {
-			if _, ok := r.written[row.ID]; !ok {
-				r.written[row.ID] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
-			}
-		}
-		for id := range r.written {
-			if _, ok := r.cache.byID[id]; !ok {
-				delete(r.written, id)
-			}
-		}
-	} else if storeOK {
-		for m := range r.dirty {
-			r.cache.byMatch[m].each(func(id int64) {
-				if _, ok := r.written[id]; !ok {
-					row := r.cache.byID[id]
-					r.written[id] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
-				}
-			})
-		}
-	}
 	for m, e := range r.expects {
-		a, present := actual[m]
+		a, present, _ := look(m)
 		if e.met(a, present) || !now.Before(e.deadline) {
 			delete(r.expects, m)
 		}
 	}
 
-	p := r.plan(*v, desired, actual)
 	if fullDiff {
-		r.prune(*v, p, nil)
+		r.prune(p, nil, seenKept == len(r.seen))
 	} else {
-		r.prune(*v, p, r.dirty)
+		r.prune(p, r.dirty, false)
 	}
 	res.Orphans = len(p.Withdraw)
 	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add)+len(r.queue), now)
@@ -206,7 +273,6 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.dropQueue() // not paced any more: compared again next pass
 	}
 
-	var st statusBatch
 	statuses := func(m flowspec.Match) {
 		for _, bad := range v.invalid[m] {
 			st.set(bad.id, false, bad.err.Error())
@@ -222,28 +288,12 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		for m := range v.shadowed {
 			statuses(m)
 		}
-		clear(r.inSync)
 	} else {
 		for m := range r.dirty {
 			statuses(m)
-			delete(r.inSync, m)
 		}
 	}
-	for _, it := range p.Adopt {
-		r.inSync[it.Match] = struct{}{}
-		if a, ok := r.seen[it.Match]; !ok || a != it.Action {
-			r.seen[it.Match] = it.Action
-		}
-		if len(r.attempts) > 0 {
-			delete(r.attempts, it.Match)
-		}
-		// flush writes only what differs from written: do not grow the
-		// batch by 100,000 unchanged statuses on a full comparison.
-		if w, ok := r.written[it.ID]; !ok || w != (ruleStatus{announced: true}) {
-			st.set(it.ID, true, "")
-		}
-	}
-	res.Adopted = len(r.inSync)
+	res.Adopted = r.cache.adopted
 
 	// Every Match this plan changes (or cannot change yet) is compared
 	// again by the next pass: what settles it may not mark it dirty (a
@@ -273,10 +323,10 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	if budget >= 0 {
 		r.enqueue(p.Add)
 		present := func(m flowspec.Match) (bool, bool) {
-			_, in := actual[m]
+			_, in := r.actual[m]
 			return in, true
 		}
-		if !fullDiff {
+		if tracked {
 			present = func(m flowspec.Match) (bool, bool) {
 				_, in, ok := tracker.Path(m)
 				return in, ok
@@ -454,8 +504,9 @@ func (r *Reconciler) plan(v view, desired map[flowspec.Match]Want, actual map[fl
 
 // prune forgets per-Match state that no longer applies, so that memory
 // follows the desired and actual sets. keys, when not nil, are the only
-// Matches whose state may have changed since the last prune.
-func (r *Reconciler) prune(v view, p Plan, keys map[flowspec.Match]struct{}) {
+// Matches whose state may have changed since the last prune. seenOK says
+// every Match in seen is desired and not retiring.
+func (r *Reconciler) prune(p Plan, keys map[flowspec.Match]struct{}, seenOK bool) {
 	var orphans map[flowspec.Match]struct{}
 	if len(p.Withdraw) > 0 && len(r.attempts) > 0 {
 		orphans = make(map[flowspec.Match]struct{}, len(p.Withdraw))
@@ -464,7 +515,7 @@ func (r *Reconciler) prune(v view, p Plan, keys map[flowspec.Match]struct{}) {
 		}
 	}
 	for m := range r.attempts {
-		_, wanted := v.want[m]
+		_, wanted := r.wantOf(m)
 		_, orphan := orphans[m]
 		if !wanted && !orphan {
 			delete(r.attempts, m)
@@ -472,14 +523,17 @@ func (r *Reconciler) prune(v view, p Plan, keys map[flowspec.Match]struct{}) {
 	}
 	if keys != nil {
 		for m := range keys {
-			if w, ok := v.want[m]; !ok || w.Retire != "" {
+			if w, ok := r.wantOf(m); !ok || w.Retire != "" {
 				delete(r.seen, m)
 			}
 		}
 		return
 	}
+	if seenOK {
+		return
+	}
 	for m := range r.seen {
-		if w, ok := v.want[m]; !ok || w.Retire != "" {
+		if w, ok := r.wantOf(m); !ok || w.Retire != "" {
 			delete(r.seen, m)
 		}
 	}

@@ -205,8 +205,7 @@ type Reconciler struct {
 	// must compare all of them.
 	dirty    map[flowspec.Match]struct{}
 	fullDiff bool
-	inSync   map[flowspec.Match]struct{} // desired Matches in the RIB as wanted
-	dw       map[flowspec.Match]Want     // desired state of the dirty Matches
+	dw       map[flowspec.Match]Want // desired state of the dirty Matches
 	da       map[flowspec.Match]flowspec.Action
 	rowBuf   []*row
 	// rereadWanted asks for a read of every row after a store error;
@@ -246,7 +245,6 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 		seen:     make(map[flowspec.Match]flowspec.Action),
 		actual:   make(map[flowspec.Match]flowspec.Action),
 		dirty:    make(map[flowspec.Match]struct{}),
-		inSync:   make(map[flowspec.Match]struct{}),
 		fullDiff: true,
 	}
 }

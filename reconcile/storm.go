@@ -129,7 +129,7 @@ func (r *Reconciler) dequeue(n int, present func(flowspec.Match) (bool, bool), b
 	i := 0
 	for ; i < len(r.queue) && len(items) < n; i++ {
 		m := r.queue[i]
-		w, desired := r.v.want[m]
+		w, desired := r.wantOf(m)
 		if !desired || w.Retire != "" {
 			delete(r.queued, m)
 			continue
