@@ -6,101 +6,36 @@ package bgp
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
-// bird is a real BIRD 2 router peering with the speaker over loopback.
-type bird struct {
-	dir, sock string
-}
-
-func birdBinary(t *testing.T) string {
+// startBird runs a real BIRD 2 on addr:port (e2e/birdtest) with one
+// neighbor, the speaker; its BGP protocol is "up0".
+func startBird(t *testing.T, addr string, port int32, asn uint32, nAddr string, nPort int32, nASN uint32, password string) *birdtest.Router {
 	t.Helper()
-	for _, name := range []string{"bird", "birdc"} {
-		if _, err := exec.LookPath(name); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not found but CI is set", name)
-			}
-			t.Skipf("%s not found", name)
-		}
-	}
-	p, _ := exec.LookPath("bird")
-	return p
-}
-
-// startBird runs bird on addr:port with one neighbor, the speaker.
-func startBird(t *testing.T, addr string, port int32, asn uint32, nAddr string, nPort int32, nASN uint32, password string) *bird {
-	t.Helper()
-	bin := birdBinary(t)
-	b := &bird{dir: t.TempDir()}
-	b.sock = filepath.Join(b.dir, "bird.ctl")
-	var c strings.Builder
-	fmt.Fprintf(&c, "log stderr all;\nrouter id %s;\nprotocol device {}\nflow4 table ft4;\nflow6 table ft6;\n", addr)
-	fmt.Fprintf(&c, "protocol bgp up {\n  local %s port %d as %d;\n  neighbor %s port %d as %d;\n", addr, port, asn, nAddr, nPort, nASN)
-	c.WriteString("  multihop;\n  connect retry time 1;\n  error wait time 1, 2;\n")
-	if password != "" {
-		fmt.Fprintf(&c, "  password %q;\n", password)
-	}
-	c.WriteString("  flow4 { table ft4; import all; export none; };\n  flow6 { table ft6; import all; export none; };\n}\n")
-	conf := filepath.Join(b.dir, "bird.conf")
-	if err := os.WriteFile(conf, []byte(c.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(b.dir, "bird.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-f", "-c", conf, "-s", b.sock, "-P", filepath.Join(b.dir, "bird.pid"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			out, _ := os.ReadFile(filepath.Join(b.dir, "bird.log"))
-			t.Logf("bird log:\n%s", out)
-		}
+	return birdtest.Start(t, birdtest.Options{
+		Address: addr, Port: int(port), ASN: asn, Password: password,
+		Peers: []birdtest.Peer{{Address: nAddr, Port: int(nPort), ASN: nASN}},
 	})
-	eventually(t, 10*time.Second, "bird control socket", func() bool {
-		_, err := b.birdc("show", "status")
-		return err == nil
-	})
-	return b
 }
 
-func (b *bird) birdc(args ...string) (string, error) {
-	out, err := exec.Command("birdc", append([]string{"-s", b.sock}, args...)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("birdc %v: %v: %s", args, err, out)
-	}
-	return string(out), nil
-}
-
-func (b *bird) established() bool {
-	out, err := b.birdc("show", "protocols", "up")
-	return err == nil && strings.Contains(out, "Established")
-}
-
-func (b *bird) routes(t *testing.T, table string) string {
+// birdRoutes is BIRD's text of table.
+func birdRoutes(t *testing.T, b *birdtest.Router, table string) string {
 	t.Helper()
-	out, err := b.birdc("show", "route", "table", table, "all")
+	out, err := b.Birdc("show", "route", "table", table, "all")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
+
+func birdUp(b *birdtest.Router) func() bool { return func() bool { return b.Established(0) } }
 
 func testBird(t *testing.T, password string) {
 	const ourAddr, birdAddr = "127.0.0.1", "127.0.0.3"
@@ -129,7 +64,7 @@ func testBird(t *testing.T, password string) {
 	}
 	t.Cleanup(s.Stop)
 	ctx := context.Background()
-	eventually(t, 30*time.Second, "BIRD session established", b.established)
+	eventually(t, 30*time.Second, "BIRD session established", birdUp(b))
 
 	r4 := flowspec.Rule{Match: match4(t, 7), Action: flowspec.Discard()}
 	r6 := flowspec.Rule{Match: match6(t, 7), Action: flowspec.RateLimit(125000)}
@@ -140,7 +75,7 @@ func testBird(t *testing.T, password string) {
 	}
 	var ft4, ft6 string
 	eventually(t, 10*time.Second, "BIRD has both rules", func() bool {
-		ft4, ft6 = b.routes(t, "ft4"), b.routes(t, "ft6")
+		ft4, ft6 = birdRoutes(t, b, "ft4"), birdRoutes(t, b, "ft6")
 		return strings.Contains(ft4, "dst 10.0.0.7/32") && strings.Contains(ft6, "dst 2001:db8::7/128")
 	})
 	t.Logf("ft4:\n%s\nft6:\n%s", ft4, ft6)
@@ -157,7 +92,7 @@ func testBird(t *testing.T, password string) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "BIRD lost the ipv4 rule", func() bool {
-		return !strings.Contains(b.routes(t, "ft4"), "10.0.0.7/32")
+		return !strings.Contains(birdRoutes(t, b, "ft4"), "10.0.0.7/32")
 	})
 }
 

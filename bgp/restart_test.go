@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -15,7 +16,7 @@ import (
 
 // birdPair starts BIRD and a speaker peering with it (ipv4 and ipv6
 // flowspec), and waits for the session.
-func birdPair(t *testing.T, cfg Config) (*Speaker, *bird) {
+func birdPair(t *testing.T, cfg Config) (*Speaker, *birdtest.Router) {
 	t.Helper()
 	const ourAddr, birdAddr = "127.0.0.1", "127.0.0.3"
 	ourPort, birdPort := freePort(t, ourAddr), freePort(t, birdAddr)
@@ -31,7 +32,7 @@ func birdPair(t *testing.T, cfg Config) (*Speaker, *bird) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	eventually(t, 30*time.Second, "BIRD session established", b.established)
+	eventually(t, 30*time.Second, "BIRD session established", birdUp(b))
 	return s, b
 }
 
@@ -89,19 +90,19 @@ func TestDeliveryMatchesAdjRibOut(t *testing.T) {
 		t.Errorf("absent path: %v/%d", p, total)
 	}
 	// Peer down: delivered nowhere, still 1 configured.
-	if _, err := b.birdc("disable", "up"); err != nil {
+	if _, err := b.Birdc("disable", "up0"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "delivery sees the peer down", func() bool {
 		p, total := s.Delivery(ms[0])
 		return len(p) == 0 && total == 1
 	})
-	if _, err := b.birdc("enable", "up"); err != nil {
+	if _, err := b.Birdc("enable", "up0"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "peer back, full table again", func() bool {
 		p, _ := s.Delivery(ms[0])
-		return len(p) == 1 && strings.Count(b.routes(t, "ft4"), "flow4 {") >= 10
+		return len(p) == 1 && strings.Count(birdRoutes(t, b, "ft4"), "flow4 {") >= 10
 	})
 	if s.PeerReestablished() == 0 {
 		t.Error("peer reset not counted")
@@ -138,12 +139,12 @@ func TestRestartRebuildsMirrorAndFreesDestinations(t *testing.T) {
 	if n := s.Leaked(); n != 0 {
 		t.Errorf("Leaked after restart = %d", n)
 	}
-	eventually(t, 30*time.Second, "BIRD session back", b.established)
+	eventually(t, 30*time.Second, "BIRD session back", birdUp(b))
 	if err := s.Announce(ctx, flowspec.Rule{Match: match4(t, 45), Action: flowspec.Discard()}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "BIRD has the re-announced rule, and only it", func() bool {
-		r := b.routes(t, "ft4")
+		r := birdRoutes(t, b, "ft4")
 		return strings.Contains(r, "10.0.0.45/32") && strings.Count(r, "flow4 {") == 1
 	})
 	if s.Len() != 1 {
