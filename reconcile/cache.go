@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"iter"
@@ -58,6 +59,41 @@ type desiredCache struct {
 	ok     bool
 	// adopted counts the rows flagged rowAdopted.
 	adopted int
+	// writes lists the rows whose status the reconciler wrote since the
+	// last snapshot swapped in, with when each write returned (see
+	// wrote): status writes move no revision, so a snapshot read off the
+	// loop may predate them.
+	writes []statusWrite
+	// rows are the rows of the last complete read (byID points into
+	// them) and extra those read since (rowExtra), each live unless
+	// flagged rowStale: the full comparison walks them in memory order
+	// (each row next to the last), not byID's. staleExtra counts the
+	// stale ones in extra.
+	rows       []row
+	extra      []*row
+	staleExtra int
+}
+
+type statusWrite struct {
+	id, at int64 // at: Unix ns
+}
+
+// wrote records that the store holds st for row id since at.
+func (c *desiredCache) wrote(id int64, st ruleStatus, at time.Time) {
+	rw, ok := c.byID[id]
+	if !ok {
+		return
+	}
+	rw.setStatus(st)
+	c.writes = append(c.writes, statusWrite{id: id, at: at.UnixNano()})
+	if len(c.writes) > 2*len(c.byID)+1024 {
+		// Keep the latest write of each row still in the copy.
+		slices.SortFunc(c.writes, func(a, b statusWrite) int {
+			return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(b.at, a.at))
+		})
+		c.writes = slices.CompactFunc(c.writes, func(a, b statusWrite) bool { return a.id == b.id })
+		c.writes = slices.DeleteFunc(c.writes, func(w statusWrite) bool { _, ok := c.byID[w.id]; return !ok })
+	}
 }
 
 // row is what the reconciler keeps of a stored rule: what lifecycle,
@@ -78,7 +114,15 @@ const (
 	rowFinal                 // State set and not Active
 	rowAnnounced             // this site's status: announced
 	rowAdopted               // the reconciler found its path in the RIB as wanted (desiredCache.adopted)
+	rowSeen                  // its path was seen in the RIB with its Action (drift counts; see announce)
+	rowShared                // its Match has other rows too (the store broke its own uniqueness)
+	rowExtra                 // in desiredCache.extra, not in rows
+	rowStale                 // replaced or gone: no longer in byID
 )
+
+// rowKept are the flags the reconciler keeps on a row read again with the
+// same lifecycle (desiredCache.apply).
+const rowKept = rowAdopted | rowSeen | rowShared
 
 // rowOf compacts a stored rule.
 func rowOf(r *store.Rule) row {
@@ -101,6 +145,22 @@ func rowOf(r *store.Rule) row {
 func (r *row) withdrawRequested() bool { return r.flags&rowWithdraw != 0 }
 func (r *row) final() bool             { return r.flags&rowFinal != 0 }
 func (r *row) announced() bool         { return r.flags&rowAnnounced != 0 }
+
+// status returns the status the store holds for the row, as far as the
+// reconciler knows: as read, or as last written by it since.
+func (r *row) status() ruleStatus {
+	return ruleStatus{announced: r.announced(), lastErr: r.lastErr}
+}
+
+// setStatus records st as what the store holds for the row.
+func (r *row) setStatus(st ruleStatus) {
+	r.lastErr = st.lastErr
+	if st.announced {
+		r.flags |= rowAnnounced
+	} else {
+		r.flags &^= rowAnnounced
+	}
+}
 
 // expiresAt returns ExpiresAt, zero if never.
 func (r *row) expiresAt() time.Time {
@@ -186,7 +246,22 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 			c.rev, c.seen = oldRev, oldSeen
 			return false, false, err
 		}
+		old := c.byID
 		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
+		c.rows, c.extra, c.staleExtra = snap.rows, nil, 0
+		// Status writes move no revision: the snapshot does not hold
+		// those that returned after it started, and the catching up
+		// below does not re-read them. What was written takes precedence.
+		since := snap.at.UnixNano()
+		for _, w := range c.writes {
+			if w.at < since {
+				continue
+			}
+			if o, n := old[w.id], c.byID[w.id]; o != nil && n != nil {
+				n.setStatus(o.status())
+			}
+		}
+		c.writes = c.writes[:0]
 		c.apply(delta, func(flowspec.Match) {}, gone)
 		c.fullAt = snap.at
 		return true, true, nil
@@ -210,6 +285,9 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 			c.rev, c.seen = rev, c.seen[:0]
 		}
 		c.load(rows)
+		if !incremental {
+			c.writes = c.writes[:0] // no snapshot without revisions
+		}
 		c.ok, c.fullAt = true, now
 		return true, true, nil
 	}
@@ -260,6 +338,7 @@ func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone
 			dirty(old.Match)
 			c.unindex(old)
 			delete(c.byID, id)
+			c.stale(old)
 		}
 		gone(id)
 	}
@@ -269,18 +348,28 @@ func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone
 		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
-			r.flags |= old.flags & rowAdopted
+			r.flags |= old.flags & (rowKept | rowExtra)
 			*old = r
 			continue
 		}
 		changed = true
 		if ok {
+			if old.Match == r.Match && old.Action == r.Action {
+				r.flags |= old.flags & rowSeen // a new TTL: the same path
+			}
 			dirty(old.Match)
 			c.unindex(old)
+			c.stale(old)
 		}
 		dirty(r.Match)
+		r.flags |= rowExtra
 		c.byID[r.ID] = &r
+		c.extra = append(c.extra, &r)
 		c.index(&r)
+	}
+	if c.staleExtra > 1024 && c.staleExtra > len(c.extra)/2 {
+		c.extra = slices.DeleteFunc(c.extra, func(r *row) bool { return r.flags&rowStale != 0 })
+		c.staleExtra = 0
 	}
 	if changed && len(c.expiry) > 2*len(c.byID)+1024 {
 		c.rebuildExpiry()
@@ -298,6 +387,7 @@ type snapshot struct {
 	byID    map[int64]*row
 	byMatch map[flowspec.Match]ids
 	expiry  expiryHeap
+	rows    []row
 }
 
 // readSnapshot reads every active row of d (a DeltaReader) and indexes
@@ -320,7 +410,7 @@ func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapsho
 	}
 	var c desiredCache
 	c.load(rows)
-	s.byID, s.byMatch, s.expiry = c.byID, c.byMatch, c.expiry
+	s.byID, s.byMatch, s.expiry, s.rows = c.byID, c.byMatch, c.expiry, c.rows
 	s.took = now().Sub(s.at)
 	return s
 }
@@ -346,6 +436,9 @@ func (c *desiredCache) load(rows []store.Rule) {
 func (c *desiredCache) loadRows(rows []row) {
 	// Fresh tables: a map keeps its largest size, and the old rows are
 	// garbage once the tables no longer point into them.
+	old := c.byID
+	defer c.carry(old)
+	c.rows, c.extra, c.staleExtra = rows, nil, 0
 	c.byID = make(map[int64]*row, len(rows))
 	c.byMatch = make(map[flowspec.Match]ids, len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
@@ -353,7 +446,11 @@ func (c *desiredCache) loadRows(rows []row) {
 	for i := range rows {
 		r := &rows[i]
 		c.byID[r.ID] = r
-		c.byMatch[r.Match] = c.byMatch[r.Match].add(r.ID)
+		s := c.byMatch[r.Match].add(r.ID)
+		c.byMatch[r.Match] = s
+		if len(s.more) > 0 {
+			c.share(r.Match)
+		}
 		if expiring(r) {
 			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})
 		}
@@ -362,8 +459,58 @@ func (c *desiredCache) loadRows(rows []row) {
 	c.expiry.init()
 }
 
+// carry keeps rowSeen on the rows just read on the loop (load) that ask
+// for the same path as in old, the copy they replace. A snapshot swapped
+// in does not carry it (a lookup per row on the loop): the comparison
+// that follows sets it again on every path it adopts, and a path found
+// missing or changed by that very pass counts as added or updated, not
+// as drift.
+func (c *desiredCache) carry(old map[int64]*row) {
+	if len(old) == 0 {
+		return
+	}
+	for id, n := range c.byID {
+		o, ok := old[id]
+		if !ok {
+			continue
+		}
+		if o.Match == n.Match && o.Action == n.Action {
+			n.flags |= o.flags & rowSeen
+		}
+	}
+}
+
+// stale marks r, just taken out of byID, as no longer a row of the copy
+// (see rows), and drops what it holds.
+func (c *desiredCache) stale(r *row) {
+	if r.flags&rowExtra != 0 {
+		c.staleExtra++
+	}
+	*r = row{ID: r.ID, flags: rowStale}
+}
+
+// share sets rowShared on the rows of m when it has several, clears it
+// when it has one.
+func (c *desiredCache) share(m flowspec.Match) {
+	s := c.byMatch[m]
+	shared := len(s.more) > 0
+	s.each(func(id int64) {
+		if r := c.byID[id]; r != nil {
+			if shared {
+				r.flags |= rowShared
+			} else {
+				r.flags &^= rowShared
+			}
+		}
+	})
+}
+
 func (c *desiredCache) index(r *row) {
-	c.byMatch[r.Match] = c.byMatch[r.Match].add(r.ID)
+	s := c.byMatch[r.Match].add(r.ID)
+	c.byMatch[r.Match] = s
+	if len(s.more) > 0 {
+		c.share(r.Match)
+	}
 	if expiring(r) {
 		c.expiry.push(expiryEntry{at: r.expires, id: r.ID})
 	}
@@ -373,11 +520,13 @@ func (c *desiredCache) index(r *row) {
 // dropped lazily (see valid).
 func (c *desiredCache) unindex(r *row) {
 	c.unadopt(r)
+	r.flags &^= rowShared
 	s := c.byMatch[r.Match].remove(r.ID)
 	if s.empty() {
 		delete(c.byMatch, r.Match)
 	} else {
 		c.byMatch[r.Match] = s
+		c.share(r.Match)
 	}
 }
 
@@ -389,6 +538,21 @@ func (c *desiredCache) rebuildExpiry() {
 		}
 	}
 	c.expiry.init()
+}
+
+// each calls fn with every row of the copy, in memory order.
+func (c *desiredCache) each(fn func(*row) bool) bool {
+	for i := range c.rows {
+		if r := &c.rows[i]; r.flags&rowStale == 0 && !fn(r) {
+			return false
+		}
+	}
+	for _, r := range c.extra {
+		if r.flags&rowStale == 0 && !fn(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // all returns the copy's rows, in no particular order.

@@ -52,8 +52,10 @@ const rereadAfterStoreError = 10 * time.Second
 // markDirty has the next comparison look at m.
 func (r *Reconciler) markDirty(m flowspec.Match) { r.dirty[m] = struct{}{} }
 
-// forget drops what is known of a rule no longer active for this site.
-func (r *Reconciler) forget(id int64) { delete(r.written, id) }
+// forget drops what is known of a rule no longer active for this site:
+// all of it is on its cached row, gone with it (desiredCache.writes drops
+// its entries when it next compacts).
+func (r *Reconciler) forget(int64) {}
 
 // dirtyState refreshes the view of the dirty Matches and returns desired
 // and actual state restricted to them; ok is false when the mirror is not

@@ -137,30 +137,31 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	// Actual state. Not initialised is not empty: do nothing blindly; the
 	// speaker's Changes wakes us once the mirror is ready.
 	var (
-		st       statusBatch
-		p        Plan
-		seenKept = -1
-		look     lookFunc
-		empty    bool
+		st    statusBatch
+		p     Plan
+		look  lookFunc
+		empty bool
 	)
 	// adopt takes a desired path found in the RIB as wanted.
 	adopt := func(it Item, rw *row) {
 		if rw == nil {
 			rw = r.cache.byID[it.ID]
 		}
-		if rw != nil && rw.flags&rowAdopted == 0 {
-			rw.flags |= rowAdopted
-			r.cache.adopted++
-		}
-		if a, ok := r.seen[it.Match]; !ok || a != it.Action {
-			r.seen[it.Match] = it.Action
+		if rw != nil {
+			if rw.flags&rowAdopted == 0 {
+				rw.flags |= rowAdopted
+				r.cache.adopted++
+			}
+			// Seen in the RIB as it asks (drift counts, see announce).
+			rw.flags |= rowSeen
 		}
 		if len(r.attempts) > 0 {
 			delete(r.attempts, it.Match)
 		}
-		// flush writes only what differs from written: do not grow the
-		// batch by 100,000 unchanged statuses on a full comparison.
-		if w, ok := r.written[it.ID]; !ok || w != (ruleStatus{announced: true}) {
+		// flush writes only what differs from the row's status: do not
+		// grow the batch by 100,000 unchanged statuses on a full
+		// comparison.
+		if rw == nil || rw.status() != (ruleStatus{announced: true}) {
 			st.set(it.ID, true, "")
 		}
 	}
@@ -194,27 +195,11 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 				return true
 			}
 		}
-		// Seed written with what the store holds of every row.
-		visit := func(*row) {}
-		if storeOK {
-			visit = func(row *row) {
-				if _, ok := r.written[row.ID]; !ok {
-					r.written[row.ID] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
-				}
-			}
-		}
 		var ok bool
-		if p, seenKept, ok = r.fullWalk(now, look, paths, size, gen, visit, adopt); !ok {
+		if p, ok = r.fullWalk(now, look, paths, size, gen, adopt); !ok {
 			res.Err = joinErr(res.Err, "RIB mirror not initialised")
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
-		}
-		if storeOK && len(r.written) > len(r.cache.byID) {
-			for id := range r.written {
-				if _, ok := r.cache.byID[id]; !ok {
-					delete(r.written, id)
-				}
-			}
 		}
 		if tracked {
 			empty = tracker.Len() == 0
@@ -235,16 +220,6 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			a, in := actual[m]
 			return a, in, true
 		}
-		if storeOK {
-			for m := range r.dirty {
-				r.cache.byMatch[m].each(func(id int64) {
-					if _, ok := r.written[id]; !ok {
-						row := r.cache.byID[id]
-						r.written[id] = ruleStatus{announced: row.announced(), lastErr: row.lastErr}
-					}
-				})
-			}
-		}
 		p = r.plan(r.v, desired, actual)
 		for _, it := range p.Adopt {
 			adopt(it, nil)
@@ -262,11 +237,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		}
 	}
 
-	if fullDiff {
-		r.prune(p, nil, seenKept == len(r.seen))
-	} else {
-		r.prune(p, r.dirty, false)
-	}
+	r.prune(p)
 	res.Orphans = len(p.Withdraw)
 	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add)+len(r.queue), now)
 	if budget < 0 && len(r.queue) > 0 {
@@ -392,7 +363,6 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 				continue
 			}
 			res.Finished++
-			delete(r.written, it.ID)
 			if it.State == store.Expired {
 				r.recordExpired(it.ID)
 			}
@@ -403,7 +373,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	if !r.cfg.DryRun {
 		unwritten := !storeOK
 		if storeOK {
-			if _, err := st.flush(ctx, r.d, r.written); err != nil {
+			if _, err := st.flush(ctx, r.d, &r.cache, r.now); err != nil {
 				storeErr, unwritten = true, true
 				res.Errors++
 				r.log.Warn("cannot write rule status", "err", err)
@@ -413,10 +383,8 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			// Compare their Matches again, so that the next pass sets
 			// the statuses that were not written.
 			for id, want := range st.want {
-				if w, ok := r.written[id]; !ok || w != want {
-					if row, ok := r.cache.byID[id]; ok {
-						r.markDirty(row.Match)
-					}
+				if row, ok := r.cache.byID[id]; ok && row.status() != want {
+					r.markDirty(row.Match)
 				}
 			}
 		}
@@ -503,12 +471,13 @@ func (r *Reconciler) plan(v view, desired map[flowspec.Match]Want, actual map[fl
 }
 
 // prune forgets per-Match state that no longer applies, so that memory
-// follows the desired and actual sets. keys, when not nil, are the only
-// Matches whose state may have changed since the last prune. seenOK says
-// every Match in seen is desired and not retiring.
-func (r *Reconciler) prune(p Plan, keys map[flowspec.Match]struct{}, seenOK bool) {
+// follows the desired and actual sets.
+func (r *Reconciler) prune(p Plan) {
+	if len(r.attempts) == 0 {
+		return
+	}
 	var orphans map[flowspec.Match]struct{}
-	if len(p.Withdraw) > 0 && len(r.attempts) > 0 {
+	if len(p.Withdraw) > 0 {
 		orphans = make(map[flowspec.Match]struct{}, len(p.Withdraw))
 		for _, it := range p.Withdraw {
 			orphans[it.Match] = struct{}{}
@@ -519,22 +488,6 @@ func (r *Reconciler) prune(p Plan, keys map[flowspec.Match]struct{}, seenOK bool
 		_, orphan := orphans[m]
 		if !wanted && !orphan {
 			delete(r.attempts, m)
-		}
-	}
-	if keys != nil {
-		for m := range keys {
-			if w, ok := r.wantOf(m); !ok || w.Retire != "" {
-				delete(r.seen, m)
-			}
-		}
-		return
-	}
-	if seenOK {
-		return
-	}
-	for m := range r.seen {
-		if w, ok := r.wantOf(m); !ok || w.Retire != "" {
-			delete(r.seen, m)
 		}
 	}
 }
@@ -611,12 +564,14 @@ func (r *Reconciler) announce(ctx context.Context, it Item, kind string, now tim
 		r.reannounced.Add(1)
 		kind = "reannounce"
 	}
-	if seen, ok := r.seen[it.Match]; ok {
-		switch {
-		case kind == "add":
+	// rowSeen: this row's path was seen in the RIB with the Action it
+	// asks for (an Update carries that Action).
+	if rw := r.cache.byID[it.ID]; rw != nil && rw.flags&rowSeen != 0 {
+		switch kind {
+		case "add":
 			r.readded.Add(1)
 			kind = "readd"
-		case seen == it.Action:
+		case "update":
 			r.replaced.Add(1)
 			kind = "replace"
 		}
@@ -651,7 +606,7 @@ func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view
 	}
 	res.Withdrawn++
 	delete(r.attempts, it.Match)
-	delete(r.seen, it.Match)
+	r.unsee(it.Match)
 	r.expects[it.Match] = expect{op: opWithdraw, deadline: now.Add(r.cfg.SettleTimeout)}
 	if kind == "orphan" {
 		r.orphaned.Add(1)
@@ -748,4 +703,13 @@ func joinErr(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// unsee clears rowSeen on the rows of m: its path was withdrawn.
+func (r *Reconciler) unsee(m flowspec.Match) {
+	r.cache.byMatch[m].each(func(id int64) {
+		if rw := r.cache.byID[id]; rw != nil {
+			rw.flags &^= rowSeen
+		}
+	})
 }

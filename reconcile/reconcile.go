@@ -212,12 +212,10 @@ type Reconciler struct {
 	// rereadAt is when one was last attempted.
 	rereadWanted bool
 	rereadAt     time.Time
-	written      map[int64]ruleStatus // status the store holds, as far as we know
 	attempts     map[flowspec.Match]*attempt
 	expects      map[flowspec.Match]expect
-	seen         map[flowspec.Match]flowspec.Action // desired action last seen in the RIB
-	storeFail    int                                // consecutive passes with a store error
-	storeNext    time.Time                          // retry after a store error
+	storeFail    int       // consecutive passes with a store error
+	storeNext    time.Time // retry after a store error
 	actual       map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
@@ -239,10 +237,8 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 		cfg:      cfg.withDefaults(),
 		now:      time.Now,
 		wake:     newSignal(),
-		written:  make(map[int64]ruleStatus),
 		attempts: make(map[flowspec.Match]*attempt),
 		expects:  make(map[flowspec.Match]expect),
-		seen:     make(map[flowspec.Match]flowspec.Action),
 		actual:   make(map[flowspec.Match]flowspec.Action),
 		dirty:    make(map[flowspec.Match]struct{}),
 		fullDiff: true,

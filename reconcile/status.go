@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // ruleStatus is what this site's reconciler reports for one rule.
@@ -27,13 +28,14 @@ func (b *statusBatch) set(id int64, announced bool, lastErr string) {
 	b.want[id] = ruleStatus{announced: announced, lastErr: lastErr}
 }
 
-// flush writes the changed statuses through d. written is the cache of what
-// the store holds (seeded from the rows read); it is updated only for writes
-// that succeeded, so failed ones are retried by a later pass.
-func (b *statusBatch) flush(ctx context.Context, d Desired, written map[int64]ruleStatus) (writes int, err error) {
+// flush writes the changed statuses through d. What the store holds is
+// the status on c's rows (as read, then as written); it is updated only
+// for writes that succeeded, so failed ones are retried by a later pass.
+// now gives the time each write returned.
+func (b *statusBatch) flush(ctx context.Context, d Desired, c *desiredCache, now func() time.Time) (writes int, err error) {
 	groups := make(map[ruleStatus][]int64)
 	for id, st := range b.want {
-		if old, ok := written[id]; ok && old == st {
+		if rw, ok := c.byID[id]; ok && rw.status() == st {
 			continue
 		}
 		groups[st] = append(groups[st], id)
@@ -61,8 +63,9 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, written map[int64]ru
 			continue
 		}
 		writes++
+		at := now()
 		for _, id := range ids {
-			written[id] = st
+			c.wrote(id, st, at)
 		}
 	}
 	if len(errs) > 0 {

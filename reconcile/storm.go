@@ -181,7 +181,9 @@ func (r *Reconciler) checkRestart() bool {
 	}
 	r.epoch = e
 	r.restarts.Add(1)
-	clear(r.seen)
+	for _, rw := range r.cache.byID {
+		rw.flags &^= rowSeen
+	}
 	clear(r.expects)
 	r.reannouncing = true
 	r.log.Warn("speaker restarted; announcing every rule again")

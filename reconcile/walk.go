@@ -8,7 +8,7 @@ import (
 
 // The full comparison. Diff is its specification (TestFullWalkMatchesDiff):
 // a full comparison gives the plan plan(view, view.want, mirror) gives, but
-// in one walk over the cache's index by Match, looking each desired Match
+// in one walk over the cached rows, looking each desired Match
 // up in the mirror, without copying either side into maps: at 100,000
 // rules with nothing to change it builds no per-rule map and no list of
 // adopted paths (they are counted and handed to adopt one by one).
@@ -53,12 +53,16 @@ func (r *Reconciler) wantOf(m flowspec.Match) (Want, bool) {
 // if unknown; then the mirror is always listed). Adopted Matches are passed
 // to adopt; the plan's Adopt is nil. ok is false when the mirror is not
 // initialised. The plan is what plan(r.v, wanted, mirror) returns, without
-// Adopt. visit is called with every row; seenKept counts the Matches of
-// r.seen that stay (desired, not retiring).
+// Adopt.
+//
+// It walks the rows in memory order (desiredCache.each), not the index by
+// Match: a Match with one row, nearly all of them, costs no lookup but the
+// mirror's; the Matches with several rows (rowShared, usually none) are
+// collected and compared after.
 func (r *Reconciler) fullWalk(now time.Time, look lookFunc, paths func(fn func(flowspec.Match, flowspec.Action)) bool,
-	size func() int, gen func() uint64, visit func(*row), adopt func(Item, *row)) (p Plan, seenKept int, ok bool) {
+	size func() int, gen func() uint64, adopt func(Item, *row)) (p Plan, ok bool) {
 	if _, _, ok := look(flowspec.Match{}); !ok {
-		return Plan{}, 0, false
+		return Plan{}, false
 	}
 	v := view{
 		now:      now,
@@ -73,52 +77,21 @@ func (r *Reconciler) fullWalk(now time.Time, look lookFunc, paths func(fn func(f
 		g0 = gen()
 	}
 	matched := 0 // Matches desired or held that are in the mirror
-	r.cache.adopted = 0
-	for m, s := range r.cache.byMatch {
-		var (
-			w       Want
-			desired bool
-			rw      *row // the only row, if only one
-		)
-		if len(s.more) == 0 {
-			rw = r.cache.byID[s.one]
-			rw.flags &^= rowAdopted
-			visit(rw)
-			w, desired = wantOfRow(rw, now)
-			switch {
-			case rw.final():
-			case desired && w.Retire != "":
-				v.retiring[m] = []Item{{ID: rw.ID, Match: m, State: w.Retire}}
-			case !desired:
-				err := rw.validate()
-				v.invalid[m] = append(v.invalid[m], invalidRow{id: rw.ID, err: err})
-				if m.IsValid() {
-					v.hold[m] = struct{}{}
-				}
-			}
-		} else {
-			s.each(func(id int64) {
-				rw := r.cache.byID[id]
-				rw.flags &^= rowAdopted
-				visit(rw)
-				v.add(rw, now)
-			})
-			v.settle(m)
-			w, desired = v.want[m]
-		}
-		_, held := v.hold[m]
+	// compare compares Match m, whose view is w (desired) and whose only
+	// row is rw (nil if several), with the mirror.
+	compare := func(m flowspec.Match, w Want, desired, held bool, rw *row) bool {
 		if !desired && !held {
-			continue
+			return true
 		}
 		a, present, ok := look(m)
 		if !ok {
-			return Plan{}, 0, false
+			return false
 		}
 		if present {
 			matched++
 		}
 		if !desired {
-			continue
+			return true
 		}
 		switch {
 		case w.Retire != "" && present:
@@ -131,11 +104,47 @@ func (r *Reconciler) fullWalk(now time.Time, look lookFunc, paths func(fn func(f
 			p.Update = append(p.Update, Item{ID: w.ID, Match: m, Action: w.Action, Old: a})
 		default:
 			adopt(Item{ID: w.ID, Match: m, Action: a}, rw)
-			seenKept++ // adopt records it as seen
-			continue
 		}
-		if _, ok := r.seen[m]; ok && w.Retire == "" {
-			seenKept++
+		return true
+	}
+	r.cache.adopted = 0
+	var shared map[flowspec.Match]struct{}
+	walked := r.cache.each(func(rw *row) bool {
+		rw.flags &^= rowAdopted
+		m := rw.Match
+		if rw.flags&rowShared != 0 {
+			if shared == nil {
+				shared = make(map[flowspec.Match]struct{})
+			}
+			shared[m] = struct{}{}
+			return true
+		}
+		w, desired := wantOfRow(rw, now)
+		held := false
+		switch {
+		case rw.final():
+		case desired && w.Retire != "":
+			v.retiring[m] = []Item{{ID: rw.ID, Match: m, State: w.Retire}}
+		case !desired:
+			err := rw.validate()
+			v.invalid[m] = append(v.invalid[m], invalidRow{id: rw.ID, err: err})
+			if m.IsValid() {
+				v.hold[m] = struct{}{}
+				held = true
+			}
+		}
+		return compare(m, w, desired, held, rw)
+	})
+	if !walked {
+		return Plan{}, false
+	}
+	for m := range shared {
+		r.cache.byMatch[m].each(func(id int64) { v.add(r.cache.byID[id], now) })
+		v.settle(m)
+		w, desired := v.want[m]
+		_, held := v.hold[m]
+		if !compare(m, w, desired, held, nil) {
+			return Plan{}, false
 		}
 	}
 	r.v = v
@@ -155,9 +164,9 @@ func (r *Reconciler) fullWalk(now time.Time, look lookFunc, paths func(fn func(f
 			p.Withdraw = append(p.Withdraw, Item{Match: m, Action: a})
 		})
 		if !listed {
-			return Plan{}, 0, false
+			return Plan{}, false
 		}
 	}
 	p.Capped = r.cfg.MaxWithdrawPerPass > 0 && len(p.Withdraw) > r.cfg.MaxWithdrawPerPass
-	return p, seenKept, true
+	return p, true
 }

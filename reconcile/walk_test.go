@@ -84,7 +84,7 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 		if seed%2 == 0 {
 			gen = func() uint64 { return 1 }
 		}
-		got, _, ok := r.fullWalk(now, look, paths, size, gen, func(*row) {}, func(it Item, _ *row) { adopted = append(adopted, it) })
+		got, ok := r.fullWalk(now, look, paths, size, gen, func(it Item, _ *row) { adopted = append(adopted, it) })
 		if !ok {
 			t.Fatal("mirror not initialised")
 		}
