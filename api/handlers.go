@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"io"
 	"net/http"
 	"slices"
@@ -131,10 +132,20 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	for i, sr := range stored {
 		last[sr.ID] = i
 	}
+	logged := 0
 	for i, sr := range stored {
-		if last[sr.ID] == i {
-			s.logChange(sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor(r))
+		if last[sr.ID] != i {
+			continue
 		}
+		lvl := hclog.Info
+		if logged >= maxBatchInfoLogs {
+			lvl = hclog.Debug
+		}
+		s.logChangeAt(lvl, sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor(r))
+		logged++
+	}
+	if logged > maxBatchInfoLogs {
+		s.log.Info("and more rule changes in this batch (logged at debug level)", "count", logged-maxBatchInfoLogs, "actor", actor(r))
 	}
 	return http.StatusOK, out, nil
 }
@@ -441,6 +452,15 @@ func jsonKind(goKind string) string {
 // logChange writes the one log line of a stored rule change, with the keys
 // every rule change uses: rule, op, family, actor, text (and expires).
 func (s *Server) logChange(r store.Rule, created bool, actor string) {
+	s.logChangeAt(hclog.Info, r, created, actor)
+}
+
+// logChangeAt logs one rule change at lvl; nothing is formatted when lvl is
+// not enabled.
+func (s *Server) logChangeAt(lvl hclog.Level, r store.Rule, created bool, actor string) {
+	if s.log.GetLevel() > lvl {
+		return
+	}
 	op := "update"
 	if created {
 		op = "create"
@@ -449,6 +469,11 @@ func (s *Server) logChange(r store.Rule, created bool, actor string) {
 	if !r.ExpiresAt.IsZero() {
 		expires = r.ExpiresAt.UTC().Format(time.RFC3339)
 	}
-	s.log.Info("rule changed", "rule", r.ID, "op", op, "family", r.Rule.Match.Family(),
+	s.log.Log(lvl, "rule changed", "rule", r.ID, "op", op, "family", r.Rule.Match.Family(),
 		"actor", actor, "text", r.Text, "expires", expires)
 }
+
+// maxBatchInfoLogs is how many rule changes of one batch request are logged
+// one by one at Info; the rest go to Debug, with one Info summary, so a bulk
+// load of 100,000 rules does not write 100,000 lines.
+const maxBatchInfoLogs = 100
