@@ -20,22 +20,7 @@ import (
 func realBench(b *testing.B, n int, cfg Config) (*Reconciler, *store.Store, *bgp.Speaker) {
 	b.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	rules := benchRules(b, n)
-	exp := time.Now().Add(time.Hour)
-	for i := 0; i < n; i += 5000 {
-		ins := make([]store.Input, 0, 5000)
-		for _, r := range rules[i:min(i+5000, n)] {
-			ins = append(ins, store.Input{Rule: r, ExpiresAt: exp, Actor: "bench"})
-		}
-		if _, err := st.UpsertMany(ctx, ins); err != nil {
-			b.Fatal(err)
-		}
-	}
+	st := fillStore(b, n)
 	sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
 	if err := sp.Start(ctx); err != nil {
 		b.Fatal(err)
