@@ -10,7 +10,7 @@ const (
 	DefaultAnnounceRate = 20000
 	// DefaultCompactAfter bounds GoBGP v3.37.0's leak of one table
 	// destination per distinct withdrawn NLRI: ~630 B of live heap each,
-	// ~2.7 KB of RSS per churned rule in BENCHMARKS.md's churn run, so
+	// ~2.5 KB of RSS per churned rule for raw GoBGP in BENCHMARKS.md, so
 	// about 0.5 GB before a compaction. Each compaction resets the BGP
 	// sessions once (routers drop the rules until they are re-announced).
 	DefaultCompactAfter = 200_000
@@ -34,12 +34,5 @@ func (v *validator) grpcAndCompaction(f *file, c *Config) {
 		}
 	}
 	c.BGP.GRPCAllowRemote = f.BGP.GRPCAllowRemote
-	c.BGP.CompactAfter = DefaultCompactAfter
-	if p := f.BGP.CompactAfter; p != nil {
-		if *p < 0 {
-			v.add("bgp.compact_after", "%d is negative: use 0 to never compact", *p)
-		} else {
-			c.BGP.CompactAfter = int(*p)
-		}
-	}
+	c.BGP.CompactAfter = v.nonNegative("bgp.compact_after", f.BGP.CompactAfter, DefaultCompactAfter, "use 0 to never compact")
 }

@@ -79,6 +79,9 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"bad family", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\nfamilies = [\"l2vpn\"]\n", "neighbor.0.families", 8, "family"},
 		{"bad driver", minimal + "[store]\ndriver = \"mysql\"\n", "store.driver", 6, "store driver"},
 		{"bad duration", minimal + "[reconcile]\nresync_interval = \"soon\"\n", "reconcile.resync_interval", 6, "duration"},
+		{"negative orphan cap", minimal + "[reconcile]\nmax_withdraw_per_pass = -1\n", "reconcile.max_withdraw_per_pass", 6, "-1 is negative: use 0 for no cap"},
+		{"negative announce rate", minimal + "[reconcile]\nannounce_rate = -5\n", "reconcile.announce_rate", 6, "-5 is negative: use 0 for unpaced"},
+		{"negative compact_after", minimal + "compact_after = -1\n", "bgp.compact_after", 5, "-1 is negative: use 0 to never compact"},
 		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
 		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
 	}

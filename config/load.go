@@ -296,23 +296,22 @@ func (v *validator) build(f *file) *Config {
 		}
 	}
 	c.Reconcile.DryRun = f.Reconcile.DryRun
-	c.Reconcile.MaxWithdrawPerPass = DefaultMaxWithdraw
-	if p := f.Reconcile.MaxWithdrawPerPass; p != nil {
-		if *p < 0 {
-			v.add("reconcile.max_withdraw_per_pass", "%d is negative: use 0 for no cap, or a positive number", *p)
-		} else {
-			c.Reconcile.MaxWithdrawPerPass = int(*p)
-		}
-	}
-	c.Reconcile.AnnounceRate = DefaultAnnounceRate
-	if p := f.Reconcile.AnnounceRate; p != nil {
-		if *p < 0 {
-			v.add("reconcile.announce_rate", "%d is negative: use 0 for unpaced, or paths per second", *p)
-		} else {
-			c.Reconcile.AnnounceRate = int(*p)
-		}
-	}
+	c.Reconcile.MaxWithdrawPerPass = v.nonNegative("reconcile.max_withdraw_per_pass", f.Reconcile.MaxWithdrawPerPass, DefaultMaxWithdraw, "use 0 for no cap, or a positive number")
+	c.Reconcile.AnnounceRate = v.nonNegative("reconcile.announce_rate", f.Reconcile.AnnounceRate, DefaultAnnounceRate, "use 0 for unpaced, or paths per second")
 	return c
+}
+
+// nonNegative returns *p, or def when the key is absent; a negative value
+// is an error whose message ends with hint.
+func (v *validator) nonNegative(key string, p *int64, def int, hint string) int {
+	switch {
+	case p == nil:
+		return def
+	case *p < 0:
+		v.add(key, "%d is negative: %s", *p, hint)
+		return def
+	}
+	return int(*p)
 }
 
 func (v *validator) asn(key string, n int64) (uint32, bool) {
