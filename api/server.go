@@ -166,7 +166,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return fmt.Errorf("api: control socket: %w", err)
 	}
 	defer cleanup()
-	return s.serve(ctx, ln, s.handler, "control socket", socketPath)
+	return s.serve(ctx, ln, withProfiling(s.handler), "control socket", socketPath)
 }
 
 // serve serves h on ln until ctx is done, then shuts down gracefully.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -396,20 +397,44 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	return nextExpiry
 }
 
-// finishParallel bounds the Finish calls in flight: each is its own
-// conditional update, and the store commits concurrent writes together
-// (SQLite's group committer), so an expiry burst costs a few commits
-// instead of one per rule.
+// finishParallel bounds the Finish calls in flight when the store has no
+// FinishMany: each is its own conditional update, and the store commits
+// concurrent writes together (SQLite's group committer).
 const finishParallel = 32
+
+// BatchFinisher is optionally implemented by a Desired that finishes many
+// rules in few transactions (store.Store does). An expiry burst then costs
+// a commit per thousand rules instead of one per rule: with one commit per
+// rule a pass that finishes 25,000 expired rules took 12 s, during which
+// every one of them stayed in the reconciler's view.
+type BatchFinisher interface {
+	// FinishMany finishes each item as Desired.Finish does and returns
+	// each one's error in order; err is set if the writes failed as a
+	// whole (each unwritten item's error is set too).
+	FinishMany(ctx context.Context, items []store.FinishItem) (errs []error, err error)
+}
 
 // finish makes the rules of items final and returns each one's error; in
 // a dry run it does nothing.
 func (r *Reconciler) finish(ctx context.Context, items []Item) []error {
 	errs := make([]error, len(items))
+	bf, batch := r.d.(BatchFinisher)
 	switch {
 	case r.cfg.DryRun || len(items) == 0:
 	case len(items) == 1:
 		errs[0] = r.d.Finish(ctx, items[0].ID, items[0].State)
+	case batch:
+		in := make([]store.FinishItem, len(items))
+		for i, it := range items {
+			in[i] = store.FinishItem{ID: it.ID, State: it.State}
+		}
+		if got, _ := bf.FinishMany(ctx, in); len(got) == len(items) { // each item's error says it all
+			errs = got
+		} else {
+			for i := range errs {
+				errs[i] = errors.New("reconcile: FinishMany returned a result per item for a different number of items")
+			}
+		}
 	default:
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, finishParallel)

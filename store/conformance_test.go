@@ -16,6 +16,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, fresh) })
 	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
 	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
+	t.Run("FinishManyPerItem", func(t *testing.T) { testFinishMany(t, fresh) })
 	t.Run("ExpiryFromTwoInstances", func(t *testing.T) { testExpiry(t, fresh) })
 	t.Run("ConcurrentUpsertsOfOneMatch", func(t *testing.T) { testConcurrentUpsert(t, fresh) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, fresh) })
@@ -639,5 +640,89 @@ func testRevisionsConcurrent(t *testing.T, fresh freshFunc) {
 		if !seen[x.ID] {
 			t.Errorf("rule %d was never in a delta", x.ID)
 		}
+	}
+}
+
+// testFinishMany: each item is finished exactly as Finish would (the
+// conditions included), errors are per item, and more items than one
+// transaction takes are all written.
+func testFinishMany(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	past := time.Now().Add(150 * time.Millisecond)
+	var in []Input
+	for i := range finishChunk + 5 {
+		in = append(in, Input{Rule: rule(t, i+1, "discard"), ExpiresAt: past, Actor: "cli"})
+	}
+	rs, err := s.UpsertMany(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9000, "discard"), ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9001, "discard")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Withdraw(ctx, asked.ID, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(past) + 10*time.Millisecond)
+
+	var items []FinishItem
+	for _, r := range rs {
+		items = append(items, FinishItem{ID: r.ID, State: Expired})
+	}
+	items = append(items,
+		FinishItem{ID: live.ID, State: Expired},    // not expired yet: no-op
+		FinishItem{ID: live.ID, State: Withdrawn},  // no withdraw requested: no-op
+		FinishItem{ID: asked.ID, State: Withdrawn}, // finishes
+		FinishItem{ID: 987654, State: Expired},     // unknown
+		FinishItem{ID: live.ID, State: Active},     // not a final state
+	)
+	errs, err := s.FinishMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != len(items) {
+		t.Fatalf("%d results for %d items", len(errs), len(items))
+	}
+	n := len(items)
+	for i, e := range errs[:n-2] {
+		if e != nil {
+			t.Errorf("item %d (%+v): %v", i, items[i], e)
+		}
+	}
+	if !errors.Is(errs[n-2], ErrNotFound) {
+		t.Errorf("unknown id: %v, want ErrNotFound", errs[n-2])
+	}
+	if !errors.Is(errs[n-1], ErrInvalidInput) {
+		t.Errorf("state active: %v, want ErrInvalidInput", errs[n-1])
+	}
+	act, err := s.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(act) != 1 || act[0].ID != live.ID {
+		t.Fatalf("ActiveRules after FinishMany = %v, want only %d", ids(act), live.ID)
+	}
+	if g, _ := s.Get(ctx, asked.ID); g.State != Withdrawn {
+		t.Fatalf("withdraw-requested rule is %s", g.State)
+	}
+	if l, _ := s.List(ctx, Expired); len(l) != len(rs) {
+		t.Fatalf("%d expired, want %d", len(l), len(rs))
+	}
+	h, _ := s.History(ctx, rs[len(rs)-1].ID)
+	if countKind(h, EventExpired) != 1 {
+		t.Fatalf("history of the last rule: %+v", h)
+	}
+	// Again: nothing left to do, nothing recorded twice.
+	if errs, err := s.FinishMany(ctx, items[:3]); err != nil || errs[0] != nil {
+		t.Fatalf("second FinishMany: %v %v", errs, err)
+	}
+	if h, _ := s.History(ctx, rs[0].ID); countKind(h, EventExpired) != 1 {
+		t.Fatalf("second FinishMany recorded again: %+v", h)
 	}
 }
