@@ -559,3 +559,49 @@ func TestStormPacedExpiryNot(t *testing.T) {
 		t.Fatalf("bulk into a populated RIB = %+v", res)
 	}
 }
+
+// peeredSpeaker is a fakeSpeaker that reports established sessions.
+type peeredSpeaker struct {
+	*fakeSpeaker
+	up atomic.Int32
+}
+
+func (s *peeredSpeaker) EstablishedPeers() int { return int(s.up.Load()) }
+
+// TestStormUnpacedWithoutPeers: while no session is established a storm
+// goes at full speed, noPeerBatch per pass with the next pass due at once;
+// once a session is up the rest is paced.
+func TestStormUnpacedWithoutPeers(t *testing.T) {
+	const rate = 1000
+	n := 2*noPeerBatch + 3*rate
+	st, fs := newFakeStore(), newFakeSpeaker()
+	sp := &peeredSpeaker{fakeSpeaker: fs}
+	r := New(testLogger(t), st, sp, Config{AnnounceRate: rate})
+	for i := range n {
+		st.add(testRule(t, i, discard()), time.Now().Add(time.Hour))
+	}
+	res := pass(t, r)
+	if res.Added != noPeerBatch || res.Pending != n-noPeerBatch {
+		t.Fatalf("first pass without peers = %+v, want %d added", res, noPeerBatch)
+	}
+	if next := r.pace.next; next.IsZero() || time.Until(next) > 0 {
+		t.Fatalf("next batch due at %v, want at once", next)
+	}
+	res = pass(t, r)
+	if res.Added != noPeerBatch || res.Pending != n-2*noPeerBatch {
+		t.Fatalf("second pass without peers = %+v", res)
+	}
+	// A session comes up: the rest is paced, a bucket's worth per pass.
+	sp.up.Store(1)
+	res = pass(t, r)
+	if res.Added != rate || res.Pending != 2*rate {
+		t.Fatalf("first pass with a peer = %+v, want a paced batch of %d", res, rate)
+	}
+	res = pass(t, r)
+	if res.Added > rate/4 || res.Added+res.Pending != 2*rate {
+		t.Fatalf("pass right after a paced batch = %+v, want only what the bucket refilled since", res)
+	}
+	if wait := time.Until(r.pace.next); wait < 500*time.Millisecond {
+		t.Fatalf("next paced batch in %v, want about a second", wait)
+	}
+}

@@ -240,7 +240,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 
 	r.prune(p)
 	res.Orphans = len(p.Withdraw)
-	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, len(p.Add)+len(r.queue), now)
+	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, r.peersUp(), len(p.Add)+len(r.queue), now)
 	if budget < 0 && len(r.queue) > 0 {
 		r.dropQueue() // not paced any more: compared again next pass
 	}

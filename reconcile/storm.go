@@ -31,6 +31,26 @@ import (
 // keeps expiry exact when a large batch of additions runs in the same
 // pass.
 
+// Pacing protects established sessions only. While no peer is
+// established (the usual case right after a restart: the process comes up
+// before its sessions do) additions reach no router; a session that comes
+// up later gets GoBGP's own dump of the table, the same as it would from
+// GoBGP alone. So a storm with no established peer is announced at full
+// speed, noPeerBatch additions per pass, and every pass asks the speaker
+// again (PeerCounter): once a session is up, the rest is paced. At most one
+// batch can reach a session that came up during a pass unpaced.
+
+// PeerCounter is optionally implemented by a Speaker that knows how many
+// BGP sessions are established (bgp.Speaker does). Without it every storm
+// is paced.
+type PeerCounter interface {
+	EstablishedPeers() int
+}
+
+// noPeerBatch is how many additions a pass makes during a storm while no
+// peer is established.
+const noPeerBatch = 10000
+
 // Restarter is optionally implemented by a Speaker that can say when its
 // RIB was recreated (bgp.Speaker's Epoch) and count peers that reset and
 // came back (GoBGP re-sends them the whole table by itself).
@@ -48,6 +68,8 @@ const stormWindow = time.Second
 // pacer is the token bucket of storm control.
 type pacer struct {
 	active bool
+	// unpaced: this pass's batch is not paced (no peer established).
+	unpaced bool
 	tokens float64
 	at     time.Time
 	next   time.Time // when the loop must wake for the next batch; zero if none
@@ -55,9 +77,10 @@ type pacer struct {
 
 // begin decides whether this pass is paced and how many additions it may
 // make: -1 for unpaced. restarted reports a speaker restart since the last
-// pass; empty an empty RIB at the start of this one.
-func (p *pacer) begin(rate int, restarted, empty bool, adds int, now time.Time) int {
-	p.next = time.Time{}
+// pass; empty an empty RIB at the start of this one; peersUp whether any
+// session is established.
+func (p *pacer) begin(rate int, restarted, empty, peersUp bool, adds int, now time.Time) int {
+	p.next, p.unpaced = time.Time{}, false
 	if rate <= 0 {
 		p.active = false
 		return -1
@@ -73,6 +96,12 @@ func (p *pacer) begin(rate int, restarted, empty bool, adds int, now time.Time) 
 		p.active = false
 		return -1
 	}
+	if !peersUp {
+		// Nothing to protect: full speed, a batch per pass, and a full
+		// bucket for when a session comes up.
+		p.unpaced, p.tokens, p.at = true, burst, now
+		return noPeerBatch
+	}
 	p.tokens = min(burst, p.tokens+float64(rate)*now.Sub(p.at).Seconds())
 	p.at = now
 	return int(p.tokens)
@@ -87,11 +116,15 @@ func (p *pacer) spent(n, left, rate int, now time.Time) {
 		return
 	}
 	burst := max(float64(rate)*stormWindow.Seconds(), 1)
-	p.tokens -= float64(n)
 	if left == 0 {
 		p.active = false // the storm is over
 		return
 	}
+	if p.unpaced {
+		p.next = now // the next batch at once, after asking for peers again
+		return
+	}
+	p.tokens -= float64(n)
 	if now.After(p.at) {
 		p.tokens = min(burst, p.tokens+float64(rate)*now.Sub(p.at).Seconds())
 		p.at = now
@@ -188,4 +221,11 @@ func (r *Reconciler) checkRestart() bool {
 	r.reannouncing = true
 	r.log.Warn("speaker restarted; announcing every rule again")
 	return true
+}
+
+// peersUp reports whether any BGP session is established; true when the
+// speaker cannot tell (then storms are always paced).
+func (r *Reconciler) peersUp() bool {
+	pc, ok := r.s.(PeerCounter)
+	return !ok || pc.EstablishedPeers() > 0
 }

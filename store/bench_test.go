@@ -3,6 +3,7 @@ package store
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -89,6 +90,44 @@ func BenchmarkUpsertParallel(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rules/s")
+		})
+	}
+}
+
+// BenchmarkFinishMany measures an expiry burst: 10,000 expired rules
+// finished with one FinishMany call (what the reconciler makes).
+func BenchmarkFinishMany(b *testing.B) {
+	const batch = 10000
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			rs := benchRules(b, batch*b.N)
+			ctx := ctxT(b)
+			items := make([][]FinishItem, b.N)
+			var exp time.Time
+			for i := range b.N {
+				exp = time.Now().Add(200 * time.Millisecond)
+				ins := make([]Input, batch)
+				for j := range ins {
+					ins[j] = Input{Rule: rs[i*batch+j], Actor: "bench", ExpiresAt: exp}
+				}
+				stored, err := s.UpsertMany(ctx, ins)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range stored {
+					items[i] = append(items[i], FinishItem{ID: r.ID, State: Expired})
+				}
+			}
+			time.Sleep(time.Until(exp))
+			b.ResetTimer()
+			for i := range b.N {
+				errs, err := s.FinishMany(ctx, items[i])
+				if err != nil || errs[0] != nil {
+					b.Fatal(err, errs[0])
+				}
+			}
+			b.ReportMetric(float64(batch*b.N)/b.Elapsed().Seconds(), "rules/s")
 		})
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // EventKind names what happened to a rule.
@@ -180,8 +182,47 @@ func encodeFields(m map[string]string) any {
 	if m == nil {
 		return nil
 	}
-	b, _ := json.Marshal(m)
-	return string(b)
+	keys := make([]string, 0, len(m))
+	n := 2
+	for k, v := range m {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			b, _ := json.Marshal(m) // replaces invalid UTF-8; never in practice
+			return string(b)
+		}
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	// The same JSON object json.Marshal writes (sorted keys), without its
+	// reflection: every upsert and every finish records two of these.
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, k)
+		b = append(b, ':')
+		b = appendJSONString(b, m[k])
+	}
+	return string(append(b, '}'))
+}
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 func decodeFields(s string) (map[string]string, error) {
