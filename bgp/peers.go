@@ -148,6 +148,22 @@ func (s *Speaker) onPeerEvent(ev *api.WatchEventResponse) {
 	s.signal()
 }
 
+// EstablishedPeers returns how many sessions the peer watch last saw
+// established. The reconciler's storm control asks it: while it is 0,
+// additions reach no router, and a session that comes up later gets
+// GoBGP's own table dump, so there is nothing to pace.
+func (s *Speaker) EstablishedPeers() int {
+	s.peers.mu.Lock()
+	defer s.peers.mu.Unlock()
+	n := 0
+	for _, st := range s.peers.state {
+		if st == api.PeerState_ESTABLISHED {
+			n++
+		}
+	}
+	return n
+}
+
 // Peers lists the neighbors and their session state, sorted by address.
 // It is one ListPeer round trip into GoBGP's server loop; the per-family
 // counts it asks for are counters, not table walks.
