@@ -70,9 +70,9 @@ type pacer struct {
 	active bool
 	// unpaced: this pass's batch is not paced (no peer established).
 	unpaced bool
-	tokens float64
-	at     time.Time
-	next   time.Time // when the loop must wake for the next batch; zero if none
+	tokens  float64
+	at      time.Time
+	next    time.Time // when the loop must wake for the next batch; zero if none
 }
 
 // begin decides whether this pass is paced and how many additions it may
