@@ -12,6 +12,7 @@ import (
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/apiutil"
 	gobgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -385,16 +386,18 @@ func familyOf(f *api.Family) (flowspec.Family, bool) {
 }
 
 // decodeNLRI gets the NLRI wire bytes (the watch only carries the protobuf
-// form, so they are rebuilt through GoBGP's native type) and decodes them.
+// form, so they are rebuilt: by appendWatchNLRI, else through GoBGP's
+// native type) and decodes them.
 func decodeNLRI(fam flowspec.Family, p *api.Path) (flowspec.Match, error) {
 	b := p.NlriBinary
 	if len(b) == 0 {
-		n, err := apiutil.GetNativeNlri(p)
-		if err != nil {
-			return flowspec.Match{}, err
-		}
-		if b, err = n.Serialize(); err != nil {
-			return flowspec.Match{}, err
+		var buf [64]byte
+		var ok bool
+		if b, ok = appendWatchNLRI(buf[:0], fam, p.Nlri); !ok {
+			var err error
+			if b, err = slowNLRI(p); err != nil {
+				return flowspec.Match{}, err
+			}
 		}
 	}
 	m, n, err := flowspec.DecodeMatch(fam, b)
@@ -405,6 +408,15 @@ func decodeNLRI(fam flowspec.Family, p *api.Path) (flowspec.Match, error) {
 		return flowspec.Match{}, fmt.Errorf("%d trailing bytes after the NLRI", len(b)-n)
 	}
 	return m, nil
+}
+
+// slowNLRI rebuilds the NLRI wire bytes of p through GoBGP's native type.
+func slowNLRI(p *api.Path) ([]byte, error) {
+	n, err := apiutil.GetNativeNlri(p)
+	if err != nil {
+		return nil, err
+	}
+	return n.Serialize()
 }
 
 func nlriString(p *api.Path) string {
@@ -439,34 +451,50 @@ func decodeAction(p *api.Path) (flowspec.Action, error) {
 			}
 		}
 	} else {
-		for _, an := range p.Pattrs {
-			v4 := an.MessageIs((*api.ExtendedCommunitiesAttribute)(nil))
-			if !v4 && !an.MessageIs((*api.IP6ExtendedCommunitiesAttribute)(nil)) {
-				continue
-			}
-			attr, err := apiutil.UnmarshalAttribute(an)
-			if err != nil {
+		var buf4 [64]byte
+		var buf6 [40]byte
+		var ok bool
+		if ext, ext6, ok = appendWatchExtCommunities(buf4[:0], buf6[:0], p.Pattrs); !ok {
+			var err error
+			if ext, ext6, err = slowExtCommunities(p.Pattrs); err != nil {
 				return flowspec.Action{}, err
-			}
-			var cs []gobgp.ExtendedCommunityInterface
-			switch a := attr.(type) {
-			case *gobgp.PathAttributeExtendedCommunities:
-				cs = a.Value
-			case *gobgp.PathAttributeIP6ExtendedCommunities:
-				cs = a.Value
-			}
-			for _, c := range cs {
-				b, err := c.Serialize()
-				if err != nil {
-					return flowspec.Action{}, err
-				}
-				if v4 {
-					ext = append(ext, b...)
-				} else {
-					ext6 = append(ext6, b...)
-				}
 			}
 		}
 	}
 	return flowspec.DecodeActionIPv6(ext, ext6)
+}
+
+// slowExtCommunities rebuilds the extended communities (8-byte ones and
+// the 20-byte IPv6 address specific ones) of protobuf attributes through
+// GoBGP's native types.
+func slowExtCommunities(pattrs []*anypb.Any) (ext, ext6 []byte, err error) {
+	for _, an := range pattrs {
+		v4 := an.MessageIs((*api.ExtendedCommunitiesAttribute)(nil))
+		if !v4 && !an.MessageIs((*api.IP6ExtendedCommunitiesAttribute)(nil)) {
+			continue
+		}
+		attr, err := apiutil.UnmarshalAttribute(an)
+		if err != nil {
+			return nil, nil, err
+		}
+		var cs []gobgp.ExtendedCommunityInterface
+		switch a := attr.(type) {
+		case *gobgp.PathAttributeExtendedCommunities:
+			cs = a.Value
+		case *gobgp.PathAttributeIP6ExtendedCommunities:
+			cs = a.Value
+		}
+		for _, c := range cs {
+			b, err := c.Serialize()
+			if err != nil {
+				return nil, nil, err
+			}
+			if v4 {
+				ext = append(ext, b...)
+			} else {
+				ext6 = append(ext6, b...)
+			}
+		}
+	}
+	return ext, ext6, nil
 }
