@@ -143,6 +143,16 @@ func TestLongNLRI(t *testing.T) {
 	if err := off.SendableByGoBGPv3(); !errors.Is(err, ErrGoBGPv3) || !strings.Contains(err.Error(), "offset") {
 		t.Errorf("offset: %v", err)
 	}
+	for _, text := range []string{"destination ::ffff:10.0.0.0/104", "source ::ffff:0.0.0.0/96"} {
+		if err := mustMatch(t, IPv6, text).SendableByGoBGPv3(); !errors.Is(err, ErrGoBGPv3) || !strings.Contains(err.Error(), "IPv4-mapped") {
+			t.Errorf("%s: %v", text, err)
+		}
+	}
+	for _, text := range []string{"destination ::/0", "destination ::fffe:0:0/96", "destination 2001:db8::/32", "destination ::ff00:0:0/88"} {
+		if err := mustMatch(t, IPv6, text).SendableByGoBGPv3(); err != nil {
+			t.Errorf("%s: %v", text, err)
+		}
+	}
 	// Too long for any speaker.
 	sb.Reset()
 	sb.WriteString("destination-port")

@@ -236,8 +236,21 @@ func (m Match) SendableByGoBGPv3() error {
 	}
 	if m.fam == IPv6 {
 		for _, t := range [...]ComponentType{DestinationPrefix, SourcePrefix} {
-			if c, ok := m.Component(t); ok && c.b[2] != 0 {
+			c, ok := m.Component(t)
+			if !ok {
+				continue
+			}
+			if c.b[2] != 0 {
 				return fmt.Errorf("flowspec: %s prefix offset %d: GoBGP v3 encodes IPv6 prefix offsets wrongly, use offset 0: %w", t, c.b[2], ErrGoBGPv3)
+			}
+			// GoBGP v3 hands such a prefix to its API (the RIB watch,
+			// gRPC) as IPv4 text and reads it back in the IPv4 layout: the
+			// path goes out right but cannot be seen, so it could never be
+			// confirmed or withdrawn by Match.
+			var a [16]byte
+			copy(a[:], c.b[3:])
+			if netip.AddrFrom16(a).Is4In6() {
+				return fmt.Errorf("flowspec: %s prefix %s is IPv4-mapped; GoBGP v3 reports it as an IPv4 prefix and ribkeeper could not track it: use an ipv4 rule: %w", t, netip.AddrFrom16(a), ErrGoBGPv3)
 			}
 		}
 	}
