@@ -64,7 +64,8 @@ func (r *Reconciler) dirtyState(t DirtyTracker, now time.Time) (desired map[flow
 	for m := range r.expects {
 		r.dirty[m] = struct{}{}
 	}
-	if r.dw == nil || len(r.dw) > 4096 {
+	r.dirtyPeak = max(r.dirtyPeak, len(r.dirty))
+	if r.dw == nil || len(r.dw) > bigScratch {
 		// Do not keep a large map around after a burst.
 		r.dw = make(map[flowspec.Match]Want, len(r.dirty))
 		r.da = make(map[flowspec.Match]flowspec.Action, len(r.dirty))

@@ -63,6 +63,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			r.log.Warn("more rules failed; not logged one by one", "count", n)
 		}
 		r.logChangesSummary()
+		r.trimScratch()
 	}()
 	if !full && r.rereadWanted && (r.rereadAt.IsZero() || now.Sub(r.rereadAt) >= rereadAfterStoreError) {
 		// The store failed since the last complete read: read every row
@@ -386,6 +387,29 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, nextExpiry, *res
 	}
 	return nextExpiry
+}
+
+// bigScratch is the size past which the reconciler's working maps are
+// dropped rather than kept for the next pass: Go maps never shrink, and
+// after a burst of 100,000 changes these would hold about 300 B per path
+// of empty slots (a third of its own memory) until the process ends.
+const bigScratch = 4096
+
+// trimScratch gives back the working maps a large pass grew: the dirty-only
+// comparison's maps always (they are rebuilt by the next pass that needs
+// them), and the expectation and dirty sets once they are empty again.
+func (r *Reconciler) trimScratch() {
+	if len(r.dw) > bigScratch || len(r.da) > bigScratch {
+		r.dw, r.da = nil, nil
+	}
+	r.expectsPeak = max(r.expectsPeak, len(r.expects))
+	if len(r.expects) == 0 && r.expectsPeak > bigScratch {
+		r.expects, r.expectsPeak = make(map[flowspec.Match]expect), 0
+	}
+	r.dirtyPeak = max(r.dirtyPeak, len(r.dirty))
+	if len(r.dirty) == 0 && r.dirtyPeak > bigScratch {
+		r.dirty, r.dirtyPeak = make(map[flowspec.Match]struct{}), 0
+	}
 }
 
 // finishParallel bounds the Finish calls in flight when the store has no

@@ -214,9 +214,12 @@ type Reconciler struct {
 	rereadAt     time.Time
 	attempts     map[flowspec.Match]*attempt
 	expects      map[flowspec.Match]expect
-	storeFail    int       // consecutive passes with a store error
-	storeNext    time.Time // retry after a store error
-	actual       map[flowspec.Match]flowspec.Action
+	// expectsPeak and dirtyPeak are the most entries expects and dirty
+	// held since they were last made (trimScratch).
+	expectsPeak, dirtyPeak int
+	storeFail              int       // consecutive passes with a store error
+	storeNext              time.Time // retry after a store error
+	actual                 map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
 	// changeLogged counts the rule changes of the current pass by kind
