@@ -32,16 +32,18 @@ const (
 
 // IsValid reports whether a holds at least one extended community, or
 // for a route action a standard community or a next hop.
-func (a Action) IsValid() bool { return a.ext != "" || a.ext6 != "" || a.comm != "" || a.nh != "" }
+func (a Action) IsValid() bool {
+	return a.d().ext != "" || a.d().ext6 != "" || a.d().comm != "" || a.d().nh != ""
+}
 
 // AppendExtCommunities appends the action's extended communities (8 bytes
 // each, sorted) to b: the value of the EXTENDED COMMUNITIES attribute.
-func (a Action) AppendExtCommunities(b []byte) []byte { return append(b, a.ext...) }
+func (a Action) AppendExtCommunities(b []byte) []byte { return append(b, a.d().ext...) }
 
 // AppendIPv6ExtCommunities appends the action's IPv6-address-specific
 // extended communities (20 bytes each, sorted; RFC 5701, attribute type 25)
 // to b. Only redirect-ip to an IPv6 address produces them.
-func (a Action) AppendIPv6ExtCommunities(b []byte) []byte { return append(b, a.ext6...) }
+func (a Action) AppendIPv6ExtCommunities(b []byte) []byte { return append(b, a.d().ext6...) }
 
 // Discard is the action that drops all matched traffic (traffic-rate 0).
 func Discard() Action { return rateAction(ExtTrafficRateBytes, 0, 0) }
@@ -72,7 +74,7 @@ func rateAction(typ uint16, id uint16, r float32) Action {
 	binary.BigEndian.PutUint16(c[0:], typ)
 	binary.BigEndian.PutUint16(c[2:], id)
 	binary.BigEndian.PutUint32(c[4:], math.Float32bits(r))
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 func validRate(r float32) bool {
@@ -95,7 +97,7 @@ func TrafficAction(sample, terminal bool) Action {
 	if terminal {
 		c[7] |= ActionTerminal
 	}
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 // RedirectAS2 redirects to the VRF with route target as:value (0x8008).
@@ -104,7 +106,7 @@ func RedirectAS2(as uint16, value uint32) Action {
 	binary.BigEndian.PutUint16(c[0:], ExtRedirectAS2)
 	binary.BigEndian.PutUint16(c[2:], as)
 	binary.BigEndian.PutUint32(c[4:], value)
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 // RedirectAS4 redirects to the VRF with route target as:value, 4-byte AS
@@ -114,7 +116,7 @@ func RedirectAS4(as uint32, value uint16) Action {
 	binary.BigEndian.PutUint16(c[0:], ExtRedirectAS4)
 	binary.BigEndian.PutUint32(c[2:], as)
 	binary.BigEndian.PutUint16(c[6:], value)
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 // RedirectIPv4RT redirects to the VRF with route target addr:value
@@ -128,7 +130,7 @@ func RedirectIPv4RT(addr netip.Addr, value uint16) Action {
 	a := addr.As4()
 	copy(c[2:], a[:])
 	binary.BigEndian.PutUint16(c[6:], value)
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 // Mark sets the DSCP of matched traffic (traffic-marking, 0x8009). It
@@ -140,7 +142,7 @@ func Mark(dscp uint8) Action {
 	var c [8]byte
 	binary.BigEndian.PutUint16(c[0:], ExtTrafficMarking)
 	c[7] = dscp
-	return Action{ext: string(c[:])}
+	return mkAction(actionData{ext: string(c[:])})
 }
 
 // RedirectIP redirects matched traffic to next hop addr
@@ -154,19 +156,19 @@ func RedirectIP(addr netip.Addr) Action {
 		binary.BigEndian.PutUint16(c[0:], ExtRedirectIP)
 		a := addr.As4()
 		copy(c[2:], a[:])
-		return Action{ext: string(c[:])}
+		return mkAction(actionData{ext: string(c[:])})
 	case addr.Is6() && addr.Zone() == "":
 		var c [20]byte
 		binary.BigEndian.PutUint16(c[0:], ExtRedirectIP6)
 		a := addr.As16()
 		copy(c[2:], a[:])
-		return Action{ext6: string(c[:])}
+		return mkAction(actionData{ext6: string(c[:])})
 	}
 	return Action{}
 }
 
 // ExtCommunity is an action made of one raw 8-byte extended community.
-func ExtCommunity(c [8]byte) Action { return Action{ext: string(c[:])} }
+func ExtCommunity(c [8]byte) Action { return mkAction(actionData{ext: string(c[:])}) }
 
 // Combine returns the union of the communities of the given actions; of
 // several next hops the last one wins.
@@ -174,14 +176,14 @@ func Combine(actions ...Action) Action {
 	var ext, ext6, comm []byte
 	nh := ""
 	for _, a := range actions {
-		ext = append(ext, a.ext...)
-		ext6 = append(ext6, a.ext6...)
-		comm = append(comm, a.comm...)
-		if a.nh != "" {
-			nh = a.nh
+		ext = append(ext, a.d().ext...)
+		ext6 = append(ext6, a.d().ext6...)
+		comm = append(comm, a.d().comm...)
+		if a.d().nh != "" {
+			nh = a.d().nh
 		}
 	}
-	return Action{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20), comm: canonicalSet(comm, 4), nh: nh}
+	return mkAction(actionData{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20), comm: canonicalSet(comm, 4), nh: nh})
 }
 
 // DecodeAction builds an Action from concatenated 8-byte extended
@@ -204,7 +206,7 @@ func DecodeActionIPv6(ext, ext6 []byte) (Action, error) {
 	if len(ext) == 0 && len(ext6) == 0 {
 		return Action{}, decodeErr(0, "no extended communities: the rule has no action")
 	}
-	return Action{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}, nil
+	return mkAction(actionData{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}), nil
 }
 
 // canonicalSet sorts the size-byte records of b and removes duplicates.

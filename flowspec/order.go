@@ -117,8 +117,8 @@ func (b Rule) Shadows(a Rule) bool {
 	if !a.Match.IsValid() || !b.Match.IsValid() || !b.Action.IsValid() {
 		return false
 	}
-	for i := 0; i+8 <= len(b.Action.ext); i += 8 {
-		c := b.Action.ext[i : i+8]
+	for i := 0; i+8 <= len(b.Action.d().ext); i += 8 {
+		c := b.Action.d().ext[i : i+8]
 		if c[0] == 0x80 && c[1] == 0x07 && c[7]&ActionTerminal != 0 {
 			return false // evaluation continues with later rules
 		}

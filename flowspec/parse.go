@@ -609,7 +609,7 @@ func (p *parser) action() (Action, error) {
 			a, err = p.redirectIP(t)
 			if err == nil {
 				slot := slotRedirectIP
-				if a.ext6 != "" {
+				if a.d().ext6 != "" {
 					slot = slotRedirectIP6
 				}
 				err = claim(t, slot, "redirect-ip per address family")
@@ -625,13 +625,13 @@ func (p *parser) action() (Action, error) {
 		if err != nil {
 			return Action{}, err
 		}
-		ext = append(ext, a.ext...)
-		ext6 = append(ext6, a.ext6...)
+		ext = append(ext, a.d().ext...)
+		ext6 = append(ext6, a.d().ext6...)
 	}
 	if n == 0 {
 		return Action{}, p.errEnd("expected an action (%s)", actionList)
 	}
-	return Action{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}, nil
+	return mkAction(actionData{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}), nil
 }
 
 func (p *parser) arg(kw token, what string) (token, error) {
@@ -781,7 +781,7 @@ func (p *parser) raw(kw token) (Action, error) {
 		return Action{}, p.errAt(t, "%s needs %s", kw.s, what)
 	}
 	if size == 20 {
-		return Action{ext6: string(b)}, nil
+		return mkAction(actionData{ext6: string(b)}), nil
 	}
-	return Action{ext: string(b)}, nil
+	return mkAction(actionData{ext: string(b)}), nil
 }

@@ -142,7 +142,7 @@ func Communities(cs ...uint32) Action {
 	for _, c := range cs {
 		b = binary.BigEndian.AppendUint32(b, c)
 	}
-	return Action{comm: canonicalSet(b, 4)}
+	return mkAction(actionData{comm: canonicalSet(b, 4)})
 }
 
 // NextHop is a route action that sets the next hop to addr. It returns the
@@ -151,21 +151,23 @@ func NextHop(addr netip.Addr) Action {
 	if !addr.IsValid() || addr.Zone() != "" {
 		return Action{}
 	}
-	return Action{nh: string(addr.Unmap().AsSlice())}
+	return mkAction(actionData{nh: string(addr.Unmap().AsSlice())})
 }
 
 // IsRoute reports whether a is a route action (communities and/or a next
 // hop, no FlowSpec extended communities).
-func (a Action) IsRoute() bool { return (a.comm != "" || a.nh != "") && a.ext == "" && a.ext6 == "" }
+func (a Action) IsRoute() bool {
+	return (a.d().comm != "" || a.d().nh != "") && a.d().ext == "" && a.d().ext6 == ""
+}
 
 // AppendCommunities appends a's standard communities (4 bytes each,
 // sorted) to b: the value of the COMMUNITIES attribute.
-func (a Action) AppendCommunities(b []byte) []byte { return append(b, a.comm...) }
+func (a Action) AppendCommunities(b []byte) []byte { return append(b, a.d().comm...) }
 
 // HasCommunity reports whether a carries standard community c.
 func (a Action) HasCommunity(c uint32) bool {
-	for i := 0; i+4 <= len(a.comm); i += 4 {
-		if binary.BigEndian.Uint32([]byte(a.comm[i:i+4])) == c {
+	for i := 0; i+4 <= len(a.d().comm); i += 4 {
+		if binary.BigEndian.Uint32([]byte(a.d().comm[i:i+4])) == c {
 			return true
 		}
 	}
@@ -174,11 +176,11 @@ func (a Action) HasCommunity(c uint32) bool {
 
 // NextHop returns the next hop a sets, if it sets one.
 func (a Action) NextHop() (netip.Addr, bool) {
-	switch len(a.nh) {
+	switch len(a.d().nh) {
 	case 4:
-		return netip.AddrFrom4([4]byte([]byte(a.nh))), true
+		return netip.AddrFrom4([4]byte([]byte(a.d().nh))), true
 	case 16:
-		return netip.AddrFrom16([16]byte([]byte(a.nh))), true
+		return netip.AddrFrom16([16]byte([]byte(a.d().nh))), true
 	}
 	return netip.Addr{}, false
 }
@@ -186,11 +188,12 @@ func (a Action) NextHop() (netip.Addr, bool) {
 // WithNextHop returns a with its next hop set to addr (or removed, for the
 // zero addr).
 func (a Action) WithNextHop(addr netip.Addr) Action {
-	a.nh = ""
+	d := a.d()
+	d.nh = ""
 	if addr.IsValid() && addr.Zone() == "" {
-		a.nh = string(addr.Unmap().AsSlice())
+		d.nh = string(addr.Unmap().AsSlice())
 	}
-	return a
+	return mkAction(d)
 }
 
 // AppendBinary appends the stored form of a: for a FlowSpec action its
@@ -203,20 +206,20 @@ func (a Action) WithNextHop(addr netip.Addr) Action {
 // The IPv6 trailer keeps rows written before it readable: a plain list is a
 // multiple of 8 bytes long, and 8a+20b+2 never is.
 func (a Action) AppendBinary(b []byte) ([]byte, error) {
-	if a.comm == "" && a.nh == "" {
-		b = append(b, a.ext...)
-		if n := len(a.ext6) / 20; n > 0 {
+	if a.d().comm == "" && a.d().nh == "" {
+		b = append(b, a.d().ext...)
+		if n := len(a.d().ext6) / 20; n > 0 {
 			if n > 255 {
 				return b, fmt.Errorf("flowspec: %d IPv6 extended communities; at most 255 can be stored", n)
 			}
-			b = append(b, a.ext6...)
+			b = append(b, a.d().ext6...)
 			b = append(b, ext6Marker, byte(n))
 		}
 		return b, nil
 	}
-	b = append(b, byte(len(a.nh)))
-	b = append(b, a.nh...)
-	return append(b, a.comm...), nil
+	b = append(b, byte(len(a.d().nh)))
+	b = append(b, a.d().nh...)
+	return append(b, a.d().comm...), nil
 }
 
 // ext6Marker ends a stored FlowSpec action that carries IPv6-address-specific
@@ -250,7 +253,7 @@ func DecodeStoredAction(f Family, b []byte) (Action, error) {
 	if (len(b)-1-n)%4 != 0 {
 		return Action{}, decodeErr(1+n, "route action: communities of %d bytes are not a multiple of 4", len(b)-1-n)
 	}
-	a := Action{nh: string(b[1 : 1+n]), comm: canonicalSet(b[1+n:], 4)}
+	a := mkAction(actionData{nh: string(b[1 : 1+n]), comm: canonicalSet(b[1+n:], 4)})
 	if !a.IsValid() {
 		return Action{}, decodeErr(0, "route action: no community and no next hop")
 	}
@@ -263,7 +266,7 @@ func DecodeRouteAction(comms []byte, nh netip.Addr) (Action, error) {
 	if len(comms)%4 != 0 {
 		return Action{}, decodeErr(len(comms)-len(comms)%4, "communities: %d bytes is not a multiple of 4", len(comms))
 	}
-	a := Action{comm: canonicalSet(comms, 4)}.WithNextHop(nh)
+	a := mkAction(actionData{comm: canonicalSet(comms, 4)}).WithNextHop(nh)
 	if !a.IsValid() {
 		return Action{}, decodeErr(0, "route has no community and no next hop")
 	}
@@ -285,8 +288,8 @@ func (a Action) appendRouteText(b []byte, first bool) []byte {
 		sep()
 		b = append(b, "blackhole"...)
 	}
-	for i := 0; i+4 <= len(a.comm); i += 4 {
-		c := binary.BigEndian.Uint32([]byte(a.comm[i : i+4]))
+	for i := 0; i+4 <= len(a.d().comm); i += 4 {
+		c := binary.BigEndian.Uint32([]byte(a.d().comm[i : i+4]))
 		if bh && (c == CommunityBlackhole || c == CommunityNoExport) {
 			continue
 		}

@@ -92,7 +92,7 @@ func (p *parser) routeAction() (Action, error) {
 		n++
 		switch t.s {
 		case "blackhole":
-			comm = append(comm, Blackhole().comm...)
+			comm = append(comm, Blackhole().d().comm...)
 		case "community":
 			a, err := p.arg(t, "a community AS:N")
 			if err != nil {
@@ -102,7 +102,7 @@ func (p *parser) routeAction() (Action, error) {
 			if err != nil {
 				return Action{}, p.errAt(a, "%s", err.Error())
 			}
-			comm = append(comm, Communities(c).comm...)
+			comm = append(comm, Communities(c).d().comm...)
 		case "next-hop":
 			a, err := p.arg(t, "an IPv4 or IPv6 address")
 			if err != nil {
@@ -125,7 +125,7 @@ func (p *parser) routeAction() (Action, error) {
 	if n == 0 {
 		return Action{}, p.errEnd("expected a route action (%s)", routeActionList)
 	}
-	return Action{comm: canonicalSet(comm, 4)}.WithNextHop(nh), nil
+	return mkAction(actionData{comm: canonicalSet(comm, 4)}).WithNextHop(nh), nil
 }
 
 // startsRoute reports whether the text at p is a route: it starts with

@@ -12,5 +12,5 @@ func (r Rule) IsValid() bool {
 		nh, ok := r.Action.NextHop()
 		return r.Action.IsRoute() && (!ok || RouteFamily(nh) == r.Match.fam)
 	}
-	return r.Action.comm == "" && r.Action.nh == ""
+	return r.Action.d().comm == "" && r.Action.d().nh == ""
 }

@@ -217,8 +217,8 @@ func (a Action) appendText(b []byte) []byte {
 		}
 		first = false
 	}
-	for i := 0; i+8 <= len(a.ext); i += 8 {
-		c := a.ext[i : i+8]
+	for i := 0; i+8 <= len(a.d().ext); i += 8 {
+		c := a.d().ext[i : i+8]
 		sep()
 		typ := uint16(c[0])<<8 | uint16(c[1])
 		slot := slotOf(typ)
@@ -232,8 +232,8 @@ func (a Action) appendText(b []byte) []byte {
 		b = append(b, "ext 0x"...)
 		b = hex.AppendEncode(b, []byte(c))
 	}
-	for i := 0; i+20 <= len(a.ext6); i += 20 {
-		c := a.ext6[i : i+20]
+	for i := 0; i+20 <= len(a.d().ext6); i += 20 {
+		c := a.d().ext6[i : i+20]
 		sep()
 		if seen&slotRedirectIP6 == 0 && c[0] == 0x00 && c[1] == 0x0c && c[18] == 0 && c[19] == 0 {
 			seen |= slotRedirectIP6
@@ -244,7 +244,7 @@ func (a Action) appendText(b []byte) []byte {
 		b = append(b, "ext6 0x"...)
 		b = hex.AppendEncode(b, []byte(c))
 	}
-	if a.comm != "" || a.nh != "" {
+	if a.d().comm != "" || a.d().nh != "" {
 		b = a.appendRouteText(b, first)
 	}
 	return b
