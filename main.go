@@ -243,6 +243,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	goRun("reconcile", rec.Run)
+	goRun("memory", func(ctx context.Context) error {
+		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
+		return nil
+	})
 	if cfg.BGP.CompactAfter > 0 {
 		goRun("compactor", func(ctx context.Context) error {
 			sp.Compactor(ctx, cfg.BGP.CompactAfter, time.Second) // Leaked is O(1)

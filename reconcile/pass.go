@@ -28,6 +28,9 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 	nextExpiry = r.pass(ctx, now, full, snap, &res)
 	nextRetry = r.nextRetry(now)
 	res.Duration = r.now().Sub(now)
+	if !res.DryRun {
+		r.changeCount.Add(uint64(res.Added + res.Updated + res.Withdrawn + res.Finished))
+	}
 
 	r.mu.Lock()
 	r.last = res

@@ -217,9 +217,11 @@ type Reconciler struct {
 	// expectsPeak and dirtyPeak are the most entries expects and dirty
 	// held since they were last made (trimScratch).
 	expectsPeak, dirtyPeak int
-	storeFail              int       // consecutive passes with a store error
-	storeNext              time.Time // retry after a store error
-	actual                 map[flowspec.Match]flowspec.Action
+	// changeCount is ChangeCount.
+	changeCount atomic.Uint64
+	storeFail   int       // consecutive passes with a store error
+	storeNext   time.Time // retry after a store error
+	actual      map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
 	// changeLogged counts the rule changes of the current pass by kind
@@ -251,6 +253,10 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 // Trigger asks for a pass soon. It never blocks and is safe from any
 // goroutine; triggers that arrive before the pass starts merge into it.
 func (r *Reconciler) Trigger() { r.wake.notify() }
+
+// ChangeCount returns how many paths the passes so far added, updated,
+// withdrawn or finished (dry runs count nothing). It only grows.
+func (r *Reconciler) ChangeCount() uint64 { return r.changeCount.Load() }
 
 // LastPass returns the result of the most recent pass.
 func (r *Reconciler) LastPass() PassResult {
