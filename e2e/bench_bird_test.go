@@ -32,11 +32,13 @@ func mb(v int64) float64 { return float64(v) / (1 << 20) }
 // and the RSS growth per path over the same process with an empty table.
 func BenchmarkBulk(b *testing.B) {
 	n := benchRules(b)
-	report := func(b *testing.B, el, write time.Duration, rss0, cur, peak int64) {
+	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(n), "rules")
 		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
 		b.ReportMetric(write.Seconds(), "write-s")
 		b.ReportMetric(mb(cur), "MB-rss")
+		b.ReportMetric(mb(early), "MB-rss-3s")
+		b.ReportMetric(float64(early-rss0)/float64(n), "B-rss-3s/path")
 		b.ReportMetric(mb(peak), "MB-peak")
 		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
 	}
@@ -44,15 +46,15 @@ func BenchmarkBulk(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			d, bird := startBenchPair(b)
-			rss0, _ := settledRSS(b, d.pid())
+			rss0, _, _ := settledRSS(b, d.pid(), nil)
 			b.StartTimer()
 			t0 := time.Now()
 			addRules(b, d.client, 0, n, apiBatch, "")
 			write := time.Since(t0)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
-			cur, peak := settledRSS(b, d.pid())
-			report(b, el, write, rss0, cur, peak)
+			cur, early, peak := settledRSS(b, d.pid(), nil)
+			report(b, el, write, rss0, cur, early, peak)
 		}
 	})
 	b.Run("gobgp", func(b *testing.B) {
@@ -62,14 +64,14 @@ func BenchmarkBulk(b *testing.B) {
 			bird := startBird(b, benchBirdAddr, raw.port)
 			raw.do(fmt.Sprintf("peer %s %d", benchBirdAddr, bird.Port))
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
-			rss0, _ := settledRSS(b, raw.pid())
+			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			b.StartTimer()
 			t0 := time.Now()
 			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
-			cur, peak := settledRSS(b, raw.pid())
-			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, peak)
+			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
+			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, early, peak)
 		}
 	})
 }
@@ -138,11 +140,12 @@ func waitEstablished(b testing.TB, bird *birdtest.Router) time.Time {
 // distinct withdrawn NLRI (GOBGP-V3-NOTES.md, defect 1).
 func BenchmarkChurn(b *testing.B) {
 	total := benchEnv(b, "RIBKEEPER_BENCH_CHURN", 1_000_000)
-	report := func(b *testing.B, el time.Duration, rss0, cur, peak int64) {
+	report := func(b *testing.B, el time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(total), "rules")
 		b.ReportMetric(float64(total)/el.Seconds(), "rules/s")
 		b.ReportMetric(mb(rss0), "MB-rss-before")
 		b.ReportMetric(mb(cur), "MB-rss")
+		b.ReportMetric(mb(early), "MB-rss-3s")
 		b.ReportMetric(mb(peak), "MB-peak")
 		b.ReportMetric(float64(cur-rss0)/float64(total), "B-rss/churned")
 	}
@@ -150,7 +153,7 @@ func BenchmarkChurn(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			d, bird := startBenchPair(b)
-			rss0, _ := settledRSS(b, d.pid())
+			rss0, _, _ := settledRSS(b, d.pid(), nil)
 			b.StartTimer()
 			const ttl = time.Second
 			rate := float64(churnLive) / ttl.Seconds()
@@ -183,8 +186,8 @@ func BenchmarkChurn(b *testing.B) {
 			}
 			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
 			b.StopTimer()
-			cur, peak := settledRSS(b, d.pid())
-			report(b, el, rss0, cur, peak)
+			cur, early, peak := settledRSS(b, d.pid(), nil)
+			report(b, el, rss0, cur, early, peak)
 			b.ReportMetric(float64(maxLive), "max-live")
 		}
 	})
@@ -195,14 +198,14 @@ func BenchmarkChurn(b *testing.B) {
 			bird := startBird(b, benchBirdAddr, raw.port)
 			raw.do(fmt.Sprintf("peer %s %d", benchBirdAddr, bird.Port))
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
-			rss0, _ := settledRSS(b, raw.pid())
+			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			b.StartTimer()
 			t0 := time.Now()
 			raw.do(fmt.Sprintf("churn %d %d", total, churnLive))
 			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
 			b.StopTimer()
-			cur, peak := settledRSS(b, raw.pid())
-			report(b, el, rss0, cur, peak)
+			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
+			report(b, el, rss0, cur, early, peak)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,11 +110,37 @@ func rss(b testing.TB, pid int) (cur, peak int64) {
 	return cur, peak
 }
 
-// settledRSS waits for the process to go quiet (GC and scavenger) and
-// reads its RSS.
-func settledRSS(b testing.TB, pid int) (cur, peak int64) {
+// settledRSS reads the RSS of a process that has finished its work: at 3
+// s (early: what the run left behind, garbage included) and once it has
+// settled: free heap pages returned to the OS, then RSS fell by less than
+// 1% over the last 10 s (or 120 s passed). ribkeeper returns its free
+// pages by itself after a burst (memory.go); for raw GoBGP, release makes
+// it do the same (debug.FreeOSMemory), so that both figures are what the
+// process holds, not what its last burst left behind.
+func settledRSS(b testing.TB, pid int, release func()) (settled, early, peak int64) {
+	b.Helper()
 	time.Sleep(3 * time.Second)
-	return rss(b, pid)
+	early, _ = rss(b, pid)
+	if release != nil {
+		release()
+	}
+	hist := []int64{early}
+	start := time.Now()
+	for {
+		time.Sleep(time.Second)
+		cur, _ := rss(b, pid)
+		hist = append(hist, cur)
+		if n := len(hist); n > 10 && float64(hist[n-11]-cur) < 0.01*float64(cur) {
+			break
+		}
+		if time.Since(start) > 120*time.Second {
+			b.Logf("pid %d: RSS still falling after %v", pid, time.Since(start).Round(time.Second))
+			break
+		}
+	}
+	settled, peak = rss(b, pid)
+	b.Logf("pid %d: RSS %.0f MB at 3 s, %.0f MB settled after %v", pid, mb(early), mb(settled), time.Since(start).Round(time.Second)+3*time.Second)
+	return settled, early, peak
 }
 
 // waitCount waits until BIRD's table holds want routes and returns when it
@@ -397,6 +424,10 @@ func TestHelperRawGoBGP(t *testing.T) {
 				}
 			}
 			fmt.Println("ok", time.Since(t0).Seconds())
+		case "release":
+			// What ribkeeper does by itself after a burst (memory.go).
+			debug.FreeOSMemory()
+			fmt.Println("ok")
 		case "churn":
 			total, _ := strconv.Atoi(f[1])
 			live, _ := strconv.Atoi(f[2])

@@ -402,6 +402,7 @@ const bigScratch = 4096
 // comparison's maps always (they are rebuilt by the next pass that needs
 // them), and the expectation and dirty sets once they are empty again.
 func (r *Reconciler) trimScratch() {
+	r.cache.compactRows()
 	if len(r.dw) > bigScratch || len(r.da) > bigScratch {
 		r.dw, r.da = nil, nil
 	}

@@ -99,7 +99,13 @@ var targets = []target{
 				return "", false, false
 			}
 			own := o - r
-			return fmt.Sprintf("%.0f%% (ribkeeper %s B/path, GoBGP %s B/path, own %s B/path)", 100*own/r, num(o), num(r), num(own)), own <= r/2, true
+			out := fmt.Sprintf("%.0f%% settled (ribkeeper %s B/path, GoBGP %s B/path, own %s B/path)", 100*own/r, num(o), num(r), num(own))
+			if o3, ok := g("BenchmarkBulk/ours", "B-rss-3s/path"); ok {
+				if r3, ok := g("BenchmarkBulk/gobgp", "B-rss-3s/path"); ok && r3 > 0 {
+					out += fmt.Sprintf("; 3 s after the load %.0f%% (%s vs %s B/path)", 100*(o3-r3)/r3, num(o3), num(r3))
+				}
+			}
+			return out, own <= r/2, true
 		},
 	},
 	{
