@@ -20,7 +20,8 @@ const guardrailActor = "guardrail"
 func bgpConfig(cfg *config.Config) bgp.Config {
 	c := bgp.Config{ASN: cfg.BGP.ASN, RouterID: cfg.BGP.RouterID, ListenPort: cfg.BGP.ListenPort,
 		RouteNextHop4: cfg.RTBH.NextHopIPv4, RouteNextHop6: cfg.RTBH.NextHopIPv6,
-		GRPCListen: cfg.BGP.GRPCListen, GRPCAllowRemote: cfg.BGP.GRPCAllowRemote}
+		GRPCListen: cfg.BGP.GRPCListen, GRPCAllowRemote: cfg.BGP.GRPCAllowRemote,
+		HoldPeers: true} // until the RIB is loaded: peers.go
 	for _, a := range cfg.BGP.ListenAddresses {
 		c.ListenAddresses = append(c.ListenAddresses, a.String())
 	}

@@ -214,3 +214,72 @@ func TestNeighborConfig(t *testing.T) {
 		t.Errorf("multihop = %v, want enabled ttl 5", m)
 	}
 }
+
+// TestHoldPeers: with HoldPeers the neighbor is not in GoBGP until
+// ReleasePeers, so the peer's first view is the whole table; a Restart
+// holds it again.
+func TestHoldPeers(t *testing.T) {
+	const ourAddr, peerAddr = "127.0.0.1", "127.0.0.3"
+	ourPort := freePort(t, ourAddr)
+	peer := startRawPeer(t, peerAddr, 65001, ourAddr, ourPort, 65000)
+	// Two GoBGPs that both dial fall into step: each refuses the other's
+	// connections for 5 s after a failed attempt (its FSM idles), and the
+	// attempts made while we held the neighbor back were such failures.
+	// Routers accept while they retry; a passive peer stands for that.
+	if _, err := peer.srv.UpdatePeer(context.Background(), &api.UpdatePeerRequest{Peer: &api.Peer{
+		Conf:      &api.PeerConf{NeighborAddress: ourAddr, PeerAsn: 65000},
+		Transport: &api.Transport{LocalAddress: peerAddr, RemotePort: uint32(ourPort), PassiveMode: true},
+		AfiSafis: []*api.AfiSafi{
+			{Config: &api.AfiSafiConfig{Family: &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST}, Enabled: true}},
+		},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	s := startSpeaker(t, Config{
+		ListenAddresses: []string{ourAddr},
+		ListenPort:      ourPort,
+		HoldPeers:       true,
+		Neighbors: []Neighbor{{
+			Address: netip.MustParseAddr(peerAddr), ASN: 65001, Port: uint16(peer.port),
+			LocalAddress: netip.MustParseAddr(ourAddr),
+		}},
+	})
+	ctx := context.Background()
+	if !s.PeersHeld() {
+		t.Fatal("PeersHeld = false after Start with HoldPeers")
+	}
+	const n = 50
+	for i := range n {
+		if err := s.Announce(ctx, flowspec.Rule{Match: match4(t, i), Action: flowspec.Discard()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Nothing may come up while held.
+	time.Sleep(1500 * time.Millisecond)
+	if ps, err := s.Peers(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("peers while held: %+v, %v", ps, err)
+	}
+	if got := len(peer.received(t, s.fam4)); got != 0 {
+		t.Fatalf("peer received %d paths while held", got)
+	}
+	if err := s.ReleasePeers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.PeersHeld() {
+		t.Fatal("still held after ReleasePeers")
+	}
+	if err := s.ReleasePeers(ctx); err != nil { // idempotent
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "peer has the whole table", func() bool { return len(peer.received(t, s.fam4)) == n })
+
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !s.PeersHeld() {
+		t.Fatal("not held after Restart")
+	}
+	if ps, err := s.Peers(ctx); err != nil || len(ps) != 0 {
+		t.Fatalf("peers after Restart while held: %+v, %v", ps, err)
+	}
+}
