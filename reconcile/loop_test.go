@@ -569,40 +569,50 @@ type peeredSpeaker struct {
 func (s *peeredSpeaker) EstablishedPeers() int { return int(s.up.Load()) }
 
 // TestStormUnpacedWithoutPeers: while no session is established a storm
-// goes at full speed, noPeerBatch per pass with the next pass due at once;
-// once a session is up the rest is paced.
+// is announced in one pass; with a session up, the same storm (after a
+// speaker restart) is paced.
 func TestStormUnpacedWithoutPeers(t *testing.T) {
-	const rate = 1000
-	n := 2*noPeerBatch + 3*rate
+	const rate, n = 1000, 5000
 	st, fs := newFakeStore(), newFakeSpeaker()
 	sp := &peeredSpeaker{fakeSpeaker: fs}
 	r := New(testLogger(t), st, sp, Config{AnnounceRate: rate})
 	for i := range n {
 		st.add(testRule(t, i, discard()), time.Now().Add(time.Hour))
 	}
-	res := pass(t, r)
-	if res.Added != noPeerBatch || res.Pending != n-noPeerBatch {
-		t.Fatalf("first pass without peers = %+v, want %d added", res, noPeerBatch)
+	if res := pass(t, r); res.Added != n || res.Pending != 0 {
+		t.Fatalf("pass into an empty RIB without peers = %+v, want all %d added", res, n)
 	}
-	if next := r.pace.next; next.IsZero() || time.Until(next) > 0 {
-		t.Fatalf("next batch due at %v, want at once", next)
+	if res := pass(t, r); res.Changed() || res.Pending != 0 {
+		t.Fatalf("converged pass = %+v", res)
 	}
-	res = pass(t, r)
-	if res.Added != noPeerBatch || res.Pending != n-2*noPeerBatch {
-		t.Fatalf("second pass without peers = %+v", res)
-	}
-	// A session comes up: the rest is paced, a bucket's worth per pass.
+	// Empty the RIB behind our back with a session up: paced.
 	sp.up.Store(1)
-	res = pass(t, r)
-	if res.Added != rate || res.Pending != 2*rate {
-		t.Fatalf("first pass with a peer = %+v, want a paced batch of %d", res, rate)
+	fs.mu.Lock()
+	for m := range fs.rib {
+		delete(fs.rib, m)
+		fs.mark(m)
+	}
+	fs.mu.Unlock()
+	res := pass(t, r)
+	if res.Added != rate || res.Pending != n-rate {
+		t.Fatalf("pass into an emptied RIB with a peer = %+v, want a paced batch of %d", res, rate)
 	}
 	res = pass(t, r)
-	if res.Added > rate/4 || res.Added+res.Pending != 2*rate {
+	if res.Added > rate/4 || res.Added+res.Pending != n-rate {
 		t.Fatalf("pass right after a paced batch = %+v, want only what the bucket refilled since", res)
 	}
 	if wait := time.Until(r.pace.next); wait < 500*time.Millisecond {
 		t.Fatalf("next paced batch in %v, want about a second", wait)
+	}
+	// The session goes away: the queue is dropped and the next pass, due
+	// at once, announces the rest.
+	sp.up.Store(0)
+	pass(t, r)
+	if next := r.pace.next; next.IsZero() || time.Until(next) > 0 {
+		t.Fatalf("next pass due at %v after the queue was dropped, want at once", next)
+	}
+	if res := pass(t, r); res.Pending != 0 || len(fs.snapshot()) != n {
+		t.Fatalf("pass after the session went down = %+v, RIB %d of %d", res, len(fs.snapshot()), n)
 	}
 }
 

@@ -252,8 +252,14 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	r.prune(p)
 	res.Orphans = len(p.Withdraw)
 	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, r.peersUp(), len(p.Add)+len(r.queue), now)
+	// Not paced any more: the queued additions are compared again by the
+	// next pass (marked dirty below, after this pass's dirty set is
+	// cleared), which is due at once.
+	var dropped []flowspec.Match
 	if budget < 0 && len(r.queue) > 0 {
-		r.dropQueue() // not paced any more: compared again next pass
+		dropped = r.queue
+		r.queue, r.queued = nil, nil
+		r.pace.next = now
 	}
 
 	statuses := func(m flowspec.Match) {
@@ -292,6 +298,9 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		for _, it := range items {
 			r.dirty[it.Match] = struct{}{}
 		}
+	}
+	for _, m := range dropped {
+		r.dirty[m] = struct{}{}
 	}
 
 	// Retiring rules first, then make before break: everything desired,
