@@ -35,9 +35,9 @@ type loadWatcher interface {
 // installed: the daemon stops, as it would at start).
 func releasePeers(ctx context.Context, log hclog.Logger, sp peerGate, rec loadWatcher, maxHold, tick time.Duration) error {
 	var heldSince time.Time
-	for {
+	for first := true; ; first = false {
 		wait := tick
-		if heldSince.IsZero() {
+		if heldSince.IsZero() && !first {
 			wait = 25 * tick // nothing held: only to notice a restart
 		}
 		select {
