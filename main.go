@@ -243,9 +243,6 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	goRun("reconcile", rec.Run)
-	goRun("peers", func(ctx context.Context) error {
-		return releasePeers(ctx, log.Named("bgp"), sp, rec, maxPeerHold, 10*time.Millisecond)
-	})
 	goRun("memory", func(ctx context.Context) error {
 		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
 		return nil

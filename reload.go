@@ -20,8 +20,7 @@ const guardrailActor = "guardrail"
 func bgpConfig(cfg *config.Config) bgp.Config {
 	c := bgp.Config{ASN: cfg.BGP.ASN, RouterID: cfg.BGP.RouterID, ListenPort: cfg.BGP.ListenPort,
 		RouteNextHop4: cfg.RTBH.NextHopIPv4, RouteNextHop6: cfg.RTBH.NextHopIPv6,
-		GRPCListen: cfg.BGP.GRPCListen, GRPCAllowRemote: cfg.BGP.GRPCAllowRemote,
-		HoldPeers: true} // until the RIB is loaded: peers.go
+		GRPCListen: cfg.BGP.GRPCListen, GRPCAllowRemote: cfg.BGP.GRPCAllowRemote}
 	for _, a := range cfg.BGP.ListenAddresses {
 		c.ListenAddresses = append(c.ListenAddresses, a.String())
 	}

@@ -174,18 +174,6 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.peersIn {
-		// Held (Config.HoldPeers): the new configuration is what
-		// ReleasePeers will add; GoBGP has none of it yet.
-		for _, n := range cfg.Neighbors {
-			ch.Added = append(ch.Added, n.Address.Unmap())
-		}
-		slices.SortFunc(ch.Added, netip.Addr.Compare)
-		s.cfg.Neighbors, s.cfg.PeerGroups, s.cfg.DynamicNeighbors = cfg.Neighbors, cfg.PeerGroups, cfg.DynamicNeighbors
-		ch.DynamicChanged = true
-		s.log.Info("neighbors reconfigured while held; they start with the loaded RIB", "neighbors", len(cfg.Neighbors))
-		return ch, nil
-	}
 
 	old := map[netip.Addr]Neighbor{}
 	for _, n := range s.cfg.Neighbors {

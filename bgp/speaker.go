@@ -79,13 +79,6 @@ type Config struct {
 	// dial in from a prefix (neighbors.go).
 	PeerGroups       []PeerGroup
 	DynamicNeighbors []DynamicNeighbor
-
-	// HoldPeers keeps the neighbors (and dynamic neighbors) out of GoBGP
-	// after Start and after every Restart until ReleasePeers: the owner
-	// loads the RIB first, so that each session starts with the complete
-	// table (GoBGP's own dump, followed by End-of-RIB) instead of a partial
-	// one followed by a trickle of single-path UPDATEs. See ReleasePeers.
-	HoldPeers bool
 }
 
 // Neighbor is one upstream BGP peer.
@@ -148,9 +141,6 @@ type Speaker struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
-	// peersIn: the configured neighbors are in GoBGP (boot added them,
-	// or ReleasePeers did); false while HoldPeers holds them back.
-	peersIn bool
 
 	// GoBGP only logs some failures; the log adapter reports them here.
 	md5mu     sync.Mutex
@@ -256,20 +246,6 @@ func (s *Speaker) boot(ctx context.Context) error {
 	if err := s.watchPeers(ctx, wctx); err != nil {
 		return err
 	}
-	s.peersIn = false
-	if !s.cfg.HoldPeers {
-		if err := s.addPeersLocked(ctx); err != nil {
-			return err
-		}
-	}
-	s.log.Info("speaker started", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID,
-		"port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors), "peers_held", !s.peersIn)
-	return nil
-}
-
-// addPeersLocked adds the configured neighbors and dynamic neighbors.
-// Called with mu held.
-func (s *Speaker) addPeersLocked(ctx context.Context) error {
 	for _, n := range s.cfg.Neighbors {
 		if err := s.addPeer(ctx, n); err != nil {
 			return err
@@ -278,43 +254,9 @@ func (s *Speaker) addPeersLocked(ctx context.Context) error {
 	if err := s.addDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
 		return err
 	}
-	s.peersIn = true
+	s.log.Info("speaker started", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID,
+		"port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors))
 	return nil
-}
-
-// ReleasePeers adds the neighbors that Config.HoldPeers held back since
-// the last Start or Restart; it does nothing when they are in already.
-//
-// Why hold them: GoBGP v3 sends a session that comes up its whole table at
-// once (measured: 100,000 FlowSpec paths to BIRD in 2.5 s), but paths added
-// while a session is up one UPDATE at a time through the per-path API
-// (about 12,000 per second). A restart that brought the sessions up
-// first and loaded the RIB afterwards took 9.9 s to get 100,000 rules back
-// into BIRD; and a router doing graceful restart takes the End-of-RIB that
-// follows the first dump as the end of the table and flushes what is not
-// in it yet.
-func (s *Speaker) ReleasePeers(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.started || s.stopped || s.srv == nil {
-		return ErrNotRunning
-	}
-	if s.peersIn {
-		return nil
-	}
-	if err := s.addPeersLocked(ctx); err != nil {
-		return err
-	}
-	s.log.Info("peers released", "neighbors", len(s.cfg.Neighbors))
-	return nil
-}
-
-// PeersHeld reports whether the neighbors are being held back (HoldPeers)
-// until ReleasePeers.
-func (s *Speaker) PeersHeld() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.started && !s.stopped && !s.peersIn
 }
 
 // Stop stops the server. GoBGP sends Cease (peer de-configured) to every

@@ -222,9 +222,6 @@ type fakeSpeaker struct {
 	// holdWithdraw keeps withdrawn paths in the mirror until release.
 	holdWithdraw bool
 	held         []flowspec.Match
-	// holdAdds keeps announced paths out of the mirror until releaseAdds.
-	holdAdds bool
-	heldAdds []flowspec.Rule
 	// dirty and dirtyAll are the DirtyTracker's record of changes.
 	dirty    map[flowspec.Match]struct{}
 	dirtyAll bool
@@ -298,10 +295,6 @@ func (s *fakeSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
 			return err
 		}
 	}
-	if s.holdAdds {
-		s.heldAdds = append(s.heldAdds, r)
-		return nil
-	}
 	s.rib[r.Match] = r.Action
 	s.mark(r.Match)
 	s.notify()
@@ -335,19 +328,6 @@ func (s *fakeSpeaker) Paths(fn func(flowspec.Match, flowspec.Action)) bool {
 }
 
 // release applies the withdrawals held back so far.
-// releaseAdds shows the held announcements in the mirror.
-func (s *fakeSpeaker) releaseAdds() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.holdAdds = false
-	for _, r := range s.heldAdds {
-		s.rib[r.Match] = r.Action
-		s.mark(r.Match)
-	}
-	s.heldAdds = nil
-	s.notify()
-}
-
 func (s *fakeSpeaker) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -615,35 +615,3 @@ func TestStormUnpacedWithoutPeers(t *testing.T) {
 		t.Fatalf("pass after the session went down = %+v, RIB %d of %d", res, len(fs.snapshot()), n)
 	}
 }
-
-// TestLoaded: the RIB counts as loaded only after a pass found nothing left
-// to add, not while additions wait for the mirror or for pacing.
-func TestLoaded(t *testing.T) {
-	r, st, sp := newTest(t, Config{})
-	if _, ok := r.Loaded(); ok {
-		t.Fatal("loaded before any pass")
-	}
-	sp.mu.Lock()
-	sp.holdAdds = true
-	sp.mu.Unlock()
-	for i := range 20 {
-		st.add(testRule(t, i, discard()), time.Time{})
-	}
-	if res := pass(t, r); res.Added != 20 {
-		t.Fatalf("first pass = %+v", res)
-	}
-	if _, ok := r.Loaded(); ok {
-		t.Fatal("loaded right after announcing")
-	}
-	if res := pass(t, r); res.Pending != 20 {
-		t.Fatalf("pass while the mirror lags = %+v", res)
-	}
-	if _, ok := r.Loaded(); ok {
-		t.Fatal("loaded while the mirror does not show the paths yet")
-	}
-	sp.releaseAdds()
-	pass(t, r)
-	if e, ok := r.Loaded(); !ok || e != 0 {
-		t.Fatalf("Loaded = %d, %v after the mirror showed every path", e, ok)
-	}
-}

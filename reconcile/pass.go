@@ -31,9 +31,6 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 	if !res.DryRun {
 		r.changeCount.Add(uint64(res.Added + res.Updated + res.Withdrawn + res.Finished))
 	}
-	if r.compared && res.Pending == 0 && (res.Added == 0 || res.DryRun) {
-		r.loaded.Store(r.epoch + 1)
-	}
 
 	r.mu.Lock()
 	r.last = res
@@ -61,7 +58,6 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 // whose plan could differ from the previous pass's.
 func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) time.Time {
 	storeErr := false
-	r.compared = false
 	r.failLogged = 0
 	r.changeLogged, r.changeInfo = [3]int{}, [3]int{}
 	defer func() {
@@ -211,7 +207,6 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
-		r.compared = true
 		if tracked {
 			empty = tracker.Len() == 0
 		} else {
@@ -225,7 +220,6 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
-		r.compared = true
 		res.Incremental = true
 		empty = tracker.Len() == 0
 		look = func(m flowspec.Match) (flowspec.Action, bool, bool) {

@@ -219,13 +219,9 @@ type Reconciler struct {
 	expectsPeak, dirtyPeak int
 	// changeCount is ChangeCount.
 	changeCount atomic.Uint64
-	// compared: this pass got to compare (the mirror was ready).
-	compared bool
-	// loaded is Loaded's epoch + 1 (0: none yet).
-	loaded    atomic.Uint64
-	storeFail int       // consecutive passes with a store error
-	storeNext time.Time // retry after a store error
-	actual    map[flowspec.Match]flowspec.Action
+	storeFail   int       // consecutive passes with a store error
+	storeNext   time.Time // retry after a store error
+	actual      map[flowspec.Match]flowspec.Action
 	// failLogged counts the rule failures of the current pass (logging).
 	failLogged int
 	// changeLogged counts the rule changes of the current pass by kind
@@ -261,17 +257,6 @@ func (r *Reconciler) Trigger() { r.wake.notify() }
 // ChangeCount returns how many paths the passes so far added, updated,
 // withdrawn or finished (dry runs count nothing). It only grows.
 func (r *Reconciler) ChangeCount() uint64 { return r.changeCount.Load() }
-
-// Loaded reports the speaker epoch (see Restarter; 0 for a speaker
-// without epochs) in which a pass last compared the whole plan and found
-// nothing left to add: every desired rule is in the RIB, or is waiting for
-// something other than the speaker (a terminal error, a shadowing rule).
-// ok is false until that happened once. The daemon holds its BGP sessions
-// back until the RIB is loaded (bgp.Config.HoldPeers).
-func (r *Reconciler) Loaded() (epoch uint64, ok bool) {
-	v := r.loaded.Load()
-	return v - 1, v != 0
-}
 
 // LastPass returns the result of the most recent pass.
 func (r *Reconciler) LastPass() PassResult {

@@ -32,14 +32,13 @@ import (
 // pass.
 
 // Pacing protects established sessions only. While no peer is
-// established (the usual case right after a restart: ribkeeper holds its
-// sessions back until the RIB is loaded) additions reach no router, and a
-// session that comes up later gets GoBGP's own dump of the table, the same
-// as it would from GoBGP alone. So a storm with no established peer is
-// announced at once, and every pass asks the speaker again (PeerCounter).
-// A speaker that does not hold its sessions back can see one come up
-// during such a pass: that session then gets the rest of that pass
-// unpaced.
+// established (right after a restart the RIB starts loading before the
+// routers have reconnected) additions reach no router, and a session that
+// comes up later gets GoBGP's own dump of the table, the same as it would
+// from GoBGP alone. So a storm with no established peer is announced at
+// once, and every pass asks the speaker again (PeerCounter). A session
+// that comes up during such a pass gets the rest of that pass unpaced;
+// the passes after it are paced.
 
 // PeerCounter is optionally implemented by a Speaker that knows how many
 // BGP sessions are established (bgp.Speaker does). Without it every storm
