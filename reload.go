@@ -135,6 +135,11 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 		if v == nil {
 			continue
 		}
+		// ActiveRules is brief: the reason, sites and text to keep come
+		// from the full rule.
+		if full, err := st.Get(ctx, r.ID); err == nil {
+			r = full
+		}
 		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
 		reason := why
 		if r.Reason != "" {

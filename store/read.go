@@ -40,12 +40,22 @@ func (s *Store) List(ctx context.Context, state State) ([]Rule, error) {
 // ActiveRules returns every rule in state Active that targets this site,
 // including those past ExpiresAt or with WithdrawRequested, oldest first.
 // An error means desired state is unknown, never empty.
+//
+// The rules are brief: ID, Rule, ExpiresAt, State, WithdrawRequested and
+// this site's Announced and LastError are set; Text, Reason, Actor,
+// Sites, CreatedAt and UpdatedAt are not (Get and List have them). It is
+// the reconciler's read, made at every start and resync.
 func (s *Store) ActiveRules(ctx context.Context) ([]Rule, error) {
-	return s.list(ctx, "read active rules", "SELECT "+ruleCols+ruleFrom+
+	return s.listWith(ctx, "read active rules", scanBrief, "SELECT "+briefCols+ruleFrom+
 		" WHERE r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, s.site)
 }
 
 func (s *Store) list(ctx context.Context, op, q string, args ...any) ([]Rule, error) {
+	return s.listWith(ctx, op, scanRule, q, args...)
+}
+
+// listWith runs q and scans each row with scan.
+func (s *Store) listWith(ctx context.Context, op string, scan func(row) (Rule, error), q string, args ...any) ([]Rule, error) {
 	cctx, cancel := s.call(ctx, 1)
 	defer cancel()
 	rs, err := s.eng.reader().query(cctx, q, args...)
@@ -55,7 +65,7 @@ func (s *Store) list(ctx context.Context, op, q string, args ...any) ([]Rule, er
 	defer rs.Close()
 	var out []Rule
 	for rs.Next() {
-		r, err := scanRule(rs)
+		r, err := scan(rs)
 		if err != nil {
 			return nil, s.wrap(ctx, op, err)
 		}

@@ -22,7 +22,7 @@ import (
 // Delta is what changed in desired state after a revision.
 type Delta struct {
 	// Active holds the changed rules that are active for this site now,
-	// with this site's status, in id order.
+	// with this site's status, in id order; brief, as ActiveRules's.
 	Active []Rule
 	// Gone holds the ids of changed rules that are no longer active for
 	// this site (final, or no longer targeting it).
@@ -85,7 +85,7 @@ func (s *Store) ChangedSince(ctx context.Context, rev int64) (Delta, error) {
 	if len(ids) == 0 {
 		return d, nil
 	}
-	d.Active, err = s.list(ctx, "read changed rules", "SELECT "+ruleCols+ruleFrom+
+	d.Active, err = s.listWith(ctx, "read changed rules", scanBrief, "SELECT "+briefCols+ruleFrom+
 		" WHERE r.id IN (SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status')"+
 		" AND r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, rev, next, s.site)
 	if err != nil {

