@@ -44,7 +44,17 @@ func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 	db.SetMaxIdleConns(8)
 	e := &sqliteEngine{db: db, path: path}
 	var mode string
-	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+	// The first statement of a connection runs the DSN's pragmas. Turning
+	// a new database to WAL takes an exclusive lock, and SQLite answers
+	// "database is locked" at once, without its busy handler, to the
+	// others that try at the same moment (several processes starting on
+	// a fresh file): retry those for as long as the busy timeout.
+	err = db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+	for deadline := time.Now().Add(5 * time.Second); isBusy(err) && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(20 * time.Millisecond)
+		err = db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode)
+	}
+	if err != nil {
 		db.Close()
 		err = fmt.Errorf("open sqlite database %s: %w", path, err)
 		if e.unavailable(err) {
@@ -57,6 +67,15 @@ func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 		return nil, fmt.Errorf("open sqlite database %s: journal mode is %q, not wal: put the database on a local file system", path, mode)
 	}
 	return e, nil
+}
+
+// isBusy reports SQLite's "database is locked" / busy errors.
+func isBusy(err error) bool {
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked
+	}
+	return err != nil && strings.Contains(err.Error(), "database is locked")
 }
 
 func (e *sqliteEngine) begin(ctx context.Context) (tx, error) {
