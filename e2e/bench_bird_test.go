@@ -140,6 +140,26 @@ func waitEstablished(b testing.TB, bird *birdtest.Router) time.Time {
 // distinct withdrawn NLRI (GOBGP-V3-NOTES.md, defect 1).
 func BenchmarkChurn(b *testing.B) {
 	total := benchEnv(b, "RIBKEEPER_BENCH_CHURN", 1_000_000)
+	// halves reports the highest RSS seen in the first and in the second
+	// half of the churn: a process whose memory is bounded reaches the
+	// same high-water mark in both, one that keeps what it churned
+	// reaches about twice as high in the second.
+	halves := func(b *testing.B, samples []rssSample) {
+		if len(samples) < 4 {
+			return
+		}
+		mid := samples[0].at.Add(samples[len(samples)-1].at.Sub(samples[0].at) / 2)
+		var p1, p2 int64
+		for _, s := range samples {
+			if s.at.Before(mid) {
+				p1 = max(p1, s.rss)
+			} else {
+				p2 = max(p2, s.rss)
+			}
+		}
+		b.ReportMetric(mb(p1), "MB-peak-1st-half")
+		b.ReportMetric(mb(p2), "MB-peak-2nd-half")
+	}
 	report := func(b *testing.B, el time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(total), "rules")
 		b.ReportMetric(float64(total)/el.Seconds(), "rules/s")
@@ -157,6 +177,7 @@ func BenchmarkChurn(b *testing.B) {
 			b.StartTimer()
 			const ttl = time.Second
 			rate := float64(churnLive) / ttl.Seconds()
+			sampler := sampleRSS(b, d.pid())
 			t0 := time.Now()
 			maxLive := 0
 			stop := t0.Add(churnMaxTime)
@@ -186,6 +207,7 @@ func BenchmarkChurn(b *testing.B) {
 			}
 			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
 			b.StopTimer()
+			halves(b, sampler())
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			report(b, el, rss0, cur, early, peak)
 			b.ReportMetric(float64(maxLive), "max-live")
@@ -200,10 +222,12 @@ func BenchmarkChurn(b *testing.B) {
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
 			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			b.StartTimer()
+			sampler := sampleRSS(b, raw.pid())
 			t0 := time.Now()
 			raw.do(fmt.Sprintf("churn %d %d", total, churnLive))
 			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
 			b.StopTimer()
+			halves(b, sampler())
 			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			report(b, el, rss0, cur, early, peak)
 		}

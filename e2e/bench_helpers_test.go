@@ -88,9 +88,18 @@ func addRules(b testing.TB, c *api.Client, from, to, batch int, ttl string) {
 // rss returns a process's resident set (VmRSS) and peak (VmHWM) in bytes.
 func rss(b testing.TB, pid int) (cur, peak int64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	cur, peak, err := readRSS(pid)
 	if err != nil {
 		b.Fatalf("read RSS: %v", err)
+	}
+	return cur, peak
+}
+
+// readRSS reads VmRSS and VmHWM of pid.
+func readRSS(pid int) (cur, peak int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		k, v, ok := strings.Cut(line, ":")
@@ -99,7 +108,7 @@ func rss(b testing.TB, pid int) (cur, peak int64) {
 		}
 		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		if err != nil {
-			b.Fatalf("parse %s: %v", line, err)
+			return 0, 0, fmt.Errorf("parse %s: %w", line, err)
 		}
 		if k == "VmRSS" {
 			cur = n << 10
@@ -107,7 +116,37 @@ func rss(b testing.TB, pid int) (cur, peak int64) {
 			peak = n << 10
 		}
 	}
-	return cur, peak
+	return cur, peak, nil
+}
+
+// rssSample is one reading of a process's RSS.
+type rssSample struct {
+	at  time.Time
+	rss int64
+}
+
+// sampleRSS reads pid's RSS every 250 ms until the returned function is
+// called, which returns the readings.
+func sampleRSS(b testing.TB, pid int) func() []rssSample {
+	stop := make(chan struct{})
+	done := make(chan []rssSample, 1)
+	go func() {
+		var out []rssSample
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if cur, _, err := readRSS(pid); err == nil {
+				out = append(out, rssSample{at: time.Now(), rss: cur})
+			}
+			select {
+			case <-stop:
+				done <- out
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() []rssSample { close(stop); return <-done }
 }
 
 // settledRSS reads the RSS of a process that has finished its work: at 3
