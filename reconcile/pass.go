@@ -602,7 +602,9 @@ func (r *Reconciler) failed(m flowspec.Match, o op, a flowspec.Action, err error
 // Each is a round trip into GoBGP's server loop; made one after another,
 // the loop idles while the reconciler handles each answer and prepares the
 // next request (measured: the loop was busy a third of a 100,000-rule
-// restart). With a few in flight it always has the next one queued. The
+// restart). With a few in flight it always has the next one queued:
+// reconcile.BenchmarkInitialSync100k/rate=0 took 2.4 s with 8, 2.6–2.8 s
+// with 1 (same machine, alternating runs). The
 // items of one call have distinct Matches, so their order does not matter;
 // all of them complete before the pass goes on (make before break).
 const announceParallel = 8

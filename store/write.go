@@ -226,8 +226,8 @@ type FinishItem struct {
 
 // finishChunk bounds the rules FinishMany writes per transaction: one
 // commit (one fsync on SQLite) per chunk instead of one per rule, and no
-// transaction long enough to hold other writers up for long (5,000 take
-// about 90 ms on SQLite).
+// transaction long enough to hold other writers up for long
+// (store.BenchmarkFinishMany/sqlite: 10,000 in 100–175 ms).
 const finishChunk = 5000
 
 // FinishMany finishes every item as Finish does, a chunk of them per
@@ -235,7 +235,7 @@ const finishChunk = 5000
 // ErrNotFound / ErrInvalidInput for that item). err is set when a chunk
 // could not be written at all (store unavailable, context ended); the
 // items of that chunk and of later ones then carry it too. An expiry
-// burst of 25,000 rules costs 25 commits instead of 25,000.
+// burst of 25,000 rules costs 5 commits instead of 25,000.
 func (s *Store) FinishMany(ctx context.Context, items []FinishItem) (errs []error, err error) {
 	errs = make([]error, len(items))
 	for lo := 0; lo < len(items); lo += finishChunk {
