@@ -231,7 +231,7 @@ func TestEveryMetricMoves(t *testing.T) {
 	mxEventually(t, 5*time.Second, "desired path in the RIB", func() bool { _, ok := r.sp.Lookup(desired.Match); return ok })
 	time.Sleep(300 * time.Millisecond) // let a pass see it in the RIB
 	ctx := context.Background()
-	if err := r.sp.Withdraw(ctx, desired.Match); err != nil {
+	if err := r.sp.Withdraw(ctx, []flowspec.Match{desired.Match})[0]; err != nil {
 		t.Fatal(err)
 	}
 	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "readded"}, 1)
@@ -241,14 +241,14 @@ func TestEveryMetricMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.sp.Announce(ctx, orphan); err != nil {
+	if err := r.sp.Announce(ctx, []flowspec.Rule{orphan})[0]; err != nil {
 		t.Fatal(err)
 	}
 	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "orphan_withdrawn"}, 1)
 	r.moved(t, "ribkeeper_withdrawals_total", mxL{"family": "ipv4-flowspec", "op": "orphan"}, 1)
 
 	// The path's action changed behind our back: replaced.
-	if err := r.sp.Announce(ctx, flowspec.Rule{Match: desired.Match, Action: flowspec.RateLimit(1000)}); err != nil {
+	if err := r.sp.Announce(ctx, []flowspec.Rule{{Match: desired.Match, Action: flowspec.RateLimit(1000)}})[0]; err != nil {
 		t.Fatal(err)
 	}
 	r.moved(t, "ribkeeper_drift_repairs_total", mxL{"kind": "replaced"}, 1)

@@ -39,7 +39,7 @@ func TestActionRoundTrip(t *testing.T) {
 			}
 			i++
 			for _, m := range []flowspec.Match{match4(t, i), match6(t, i)} {
-				if err := s.Announce(context.Background(), flowspec.Rule{Match: m, Action: a}); err != nil {
+				if err := announceOne(s, context.Background(), flowspec.Rule{Match: m, Action: a}); err != nil {
 					t.Fatal(err)
 				}
 				var got flowspec.Action
@@ -94,7 +94,7 @@ func TestMatchRoundTrip(t *testing.T) {
 	rules = append(rules, flowspec.Rule{Match: long, Action: flowspec.Discard()})
 
 	for _, r := range rules {
-		if err := s.Announce(context.Background(), r); err != nil {
+		if err := announceOne(s, context.Background(), r); err != nil {
 			t.Fatalf("Announce(%v): %v", r, err)
 		}
 	}

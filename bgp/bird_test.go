@@ -69,7 +69,7 @@ func testBird(t *testing.T, password string) {
 	r4 := flowspec.Rule{Match: match4(t, 7), Action: flowspec.Discard()}
 	r6 := flowspec.Rule{Match: match6(t, 7), Action: flowspec.RateLimit(125000)}
 	for _, r := range []flowspec.Rule{r4, r6} {
-		if err := s.Announce(ctx, r); err != nil {
+		if err := announceOne(s, ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,7 +88,7 @@ func testBird(t *testing.T, password string) {
 		t.Errorf("ft6 lacks the rate-limit community")
 	}
 
-	if err := s.Withdraw(ctx, r4.Match); err != nil {
+	if err := withdrawOne(s, ctx, r4.Match); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "BIRD lost the ipv4 rule", func() bool {

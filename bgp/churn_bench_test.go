@@ -44,11 +44,11 @@ func BenchmarkChurnMemory(b *testing.B) {
 				ctx := context.Background()
 				restarts := 0
 				for i := range total {
-					if err := s.Announce(ctx, flowspec.Rule{Match: churnMatch(b, i), Action: flowspec.Discard()}); err != nil {
+					if err := announceOne(s, ctx, flowspec.Rule{Match: churnMatch(b, i), Action: flowspec.Discard()}); err != nil {
 						b.Fatal(err)
 					}
 					if i >= live {
-						if err := s.Withdraw(ctx, churnMatch(b, i-live)); err != nil {
+						if err := withdrawOne(s, ctx, churnMatch(b, i-live)); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -59,7 +59,7 @@ func BenchmarkChurnMemory(b *testing.B) {
 						restarts++
 						// What the reconciler does next: announce the live set again.
 						for j := max(i-live+1, 0); j <= i; j++ {
-							if err := s.Announce(ctx, flowspec.Rule{Match: churnMatch(b, j), Action: flowspec.Discard()}); err != nil {
+							if err := announceOne(s, ctx, flowspec.Rule{Match: churnMatch(b, j), Action: flowspec.Discard()}); err != nil {
 								b.Fatal(err)
 							}
 						}

@@ -6,7 +6,8 @@ import (
 	"slices"
 	"sync"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -14,7 +15,7 @@ import (
 // Per-peer delivery without reading any Adj-RIB-Out.
 //
 // Why a path in the mirror is in every established peer's Adj-RIB-Out for
-// its family (GoBGP v3.37.0, pkg/server): the mirror holds the global
+// its family (GoBGP v4.8.0, pkg/server): the mirror holds the global
 // RIB's BEST local paths. GoBGP sends a peer the best path of each
 // destination of every family negotiated with it (getBestFromLocal /
 // propagateUpdate), through the peer's export policy. ribkeeper installs
@@ -98,21 +99,21 @@ func (s *Speaker) refreshDelivery() {
 				if af.Config == nil || !af.Config.Enabled {
 					continue
 				}
-				if f, ok := familyOf(af.Config.Family); ok {
+				if f, ok := familyOf(apiutil.ToFamily(af.Config.Family)); ok {
 					conf = append(conf, f)
 				}
 			}
 			configured[addr] = conf
-			if p.State == nil || p.State.SessionState != api.PeerState_ESTABLISHED {
+			if p.State == nil || p.State.SessionState != api.PeerState_SESSION_STATE_ESTABLISHED {
 				return
 			}
 			var neg []flowspec.Family
 			for _, c := range p.State.RemoteCap {
-				var mp api.MultiProtocolCapability
-				if !c.MessageIs(&mp) || c.UnmarshalTo(&mp) != nil {
+				mp := c.GetMultiProtocol()
+				if mp == nil {
 					continue
 				}
-				if f, ok := familyOf(mp.Family); ok && slices.Contains(conf, f) {
+				if f, ok := familyOf(apiutil.ToFamily(mp.Family)); ok && slices.Contains(conf, f) {
 					neg = append(neg, f)
 				}
 			}

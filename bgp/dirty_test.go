@@ -29,7 +29,7 @@ func TestDrainDirty(t *testing.T) {
 
 	a, b := match4(t, 1), match6(t, 2)
 	for _, m := range []flowspec.Match{a, b} {
-		if err := s.Announce(ctx, flowspec.Rule{Match: m, Action: flowspec.Discard()}); err != nil {
+		if err := announceOne(s, ctx, flowspec.Rule{Match: m, Action: flowspec.Discard()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,10 +44,10 @@ func TestDrainDirty(t *testing.T) {
 
 	// The same path again changes nothing; a withdrawal marks its Match.
 	gen := s.Generation()
-	if err := s.Announce(ctx, flowspec.Rule{Match: a, Action: flowspec.Discard()}); err != nil {
+	if err := announceOne(s, ctx, flowspec.Rule{Match: a, Action: flowspec.Discard()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Withdraw(ctx, b); err != nil {
+	if err := withdrawOne(s, ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "withdrawal in the mirror", func() bool { return s.Len() == 1 })

@@ -110,3 +110,13 @@ func mirrorOf(s *Speaker) map[flowspec.Match]flowspec.Action {
 	}
 	return out
 }
+
+// announceOne announces one rule through the batch API.
+func announceOne(s *Speaker, ctx context.Context, r flowspec.Rule) error {
+	return s.Announce(ctx, []flowspec.Rule{r})[0]
+}
+
+// withdrawOne withdraws one match through the batch API.
+func withdrawOne(s *Speaker, ctx context.Context, m flowspec.Match) error {
+	return s.Withdraw(ctx, []flowspec.Match{m})[0]
+}

@@ -1,105 +1,101 @@
 package bgp
 
 import (
-	"fmt"
+	"context"
+	"log/slog"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
 )
 
-// gobgpLogger adapts hclog to GoBGP's log.Logger so that GoBGP's messages
-// land in ribkeeper's log with levels mapped one to one and GoBGP's fields
-// as key/value pairs (keys lower-cased; GoBGP's "Key" names the peer).
+// gobgpHandler is an slog.Handler that writes GoBGP's log records to
+// ribkeeper's hclog logger: levels map one to one, GoBGP's attributes
+// become key/value pairs (keys lower-cased, "Key" of the Peer topic named
+// "peer", "Err"/"Error" named "error").
 //
-// observe, when set, sees every Warn and Error message before it is
+// observe, when set, sees every Warn and Error record before it is
 // logged. The speaker uses it to catch failures GoBGP only logs (setting
 // the TCP MD5 key on a listener) and turn them into errors.
-type gobgpLogger struct {
+type gobgpHandler struct {
 	l       hclog.Logger
-	observe func(msg string, fields gobgplog.Fields)
+	observe func(msg string, attrs map[string]string)
+	attrs   []slog.Attr // from WithAttrs
+	group   string      // from WithGroup, as a key prefix
 }
 
-func newGoBGPLogger(l hclog.Logger, observe func(string, gobgplog.Fields)) *gobgpLogger {
-	return &gobgpLogger{l: l, observe: observe}
+// newGoBGPLogger returns the *slog.Logger handed to GoBGP.
+func newGoBGPLogger(l hclog.Logger, observe func(string, map[string]string)) *slog.Logger {
+	return slog.New(&gobgpHandler{l: l, observe: observe})
 }
 
-// Panic logs and panics: GoBGP calls it on "code logic bug" paths and does
-// not expect it to return.
-func (g *gobgpLogger) Panic(msg string, fields gobgplog.Fields) {
-	g.l.Error(msg, kv(fields)...)
-	panic(fmt.Sprintf("gobgp: %s %v", msg, fields))
-}
-
-// Fatal logs and panics rather than calling os.Exit, so deferred cleanup and
-// the stack trace survive. GoBGP does not expect it to return either.
-func (g *gobgpLogger) Fatal(msg string, fields gobgplog.Fields) {
-	g.l.Error(msg, kv(fields)...)
-	panic(fmt.Sprintf("gobgp fatal: %s %v", msg, fields))
-}
-
-func (g *gobgpLogger) Error(msg string, fields gobgplog.Fields) {
-	if g.observe != nil {
-		g.observe(msg, fields)
-	}
-	g.l.Error(msg, kv(fields)...)
-}
-
-func (g *gobgpLogger) Warn(msg string, fields gobgplog.Fields) {
-	if g.observe != nil {
-		g.observe(msg, fields)
-	}
-	g.l.Warn(msg, kv(fields)...)
-}
-
-func (g *gobgpLogger) Info(msg string, fields gobgplog.Fields) {
-	if g.l.IsInfo() {
-		g.l.Info(msg, kv(fields)...)
-	}
-}
-
-func (g *gobgpLogger) Debug(msg string, fields gobgplog.Fields) {
-	if g.l.IsDebug() {
-		g.l.Debug(msg, kv(fields)...)
-	}
-}
-
-// SetLevel is only reached through GoBGP's SetLogLevel API.
-func (g *gobgpLogger) SetLevel(level gobgplog.LogLevel) {
+// Enabled matters: GoBGP skips building expensive debug records unless the
+// handler is enabled for them.
+func (h *gobgpHandler) Enabled(_ context.Context, level slog.Level) bool {
 	switch {
-	case level >= gobgplog.TraceLevel:
-		g.l.SetLevel(hclog.Trace)
-	case level == gobgplog.DebugLevel:
-		g.l.SetLevel(hclog.Debug)
-	case level == gobgplog.InfoLevel:
-		g.l.SetLevel(hclog.Info)
-	case level == gobgplog.WarnLevel:
-		g.l.SetLevel(hclog.Warn)
+	case level >= slog.LevelError:
+		return h.l.IsError()
+	case level >= slog.LevelWarn:
+		return h.l.IsWarn()
+	case level >= slog.LevelInfo:
+		return h.l.IsInfo()
 	default:
-		g.l.SetLevel(hclog.Error)
+		return h.l.IsDebug()
 	}
 }
 
-// GetLevel matters: GoBGP skips building expensive debug messages unless
-// GetLevel() >= DebugLevel.
-func (g *gobgpLogger) GetLevel() gobgplog.LogLevel {
+func (h *gobgpHandler) Handle(_ context.Context, r slog.Record) error {
+	fields := make(map[string]string, r.NumAttrs()+len(h.attrs))
+	add := func(a slog.Attr) bool {
+		if a.Key != "" {
+			fields[h.group+a.Key] = a.Value.Resolve().String()
+		}
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	if r.Level >= slog.LevelWarn && h.observe != nil {
+		h.observe(r.Message, fields)
+	}
+	args := kv(fields)
+	level := r.Level
+	if r.Message == "failed to stop BGP server" {
+		// BgpServer.Stop (which ends its BFD loop and gRPC listener) runs
+		// StopBgp again after the speaker's own graceful StopBgp, and
+		// GoBGP logs the second one failing as an error.
+		level = slog.LevelDebug
+	}
 	switch {
-	case g.l.IsTrace():
-		return gobgplog.TraceLevel
-	case g.l.IsDebug():
-		return gobgplog.DebugLevel
-	case g.l.IsInfo():
-		return gobgplog.InfoLevel
-	case g.l.IsWarn():
-		return gobgplog.WarnLevel
+	case level >= slog.LevelError:
+		h.l.Error(r.Message, args...)
+	case level >= slog.LevelWarn:
+		h.l.Warn(r.Message, args...)
+	case level >= slog.LevelInfo:
+		h.l.Info(r.Message, args...)
 	default:
-		return gobgplog.ErrorLevel
+		h.l.Debug(r.Message, args...)
 	}
+	return nil
 }
 
-// kv turns GoBGP fields into hclog key/value pairs in a stable order.
-func kv(fields gobgplog.Fields) []any {
+func (h *gobgpHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(slices.Clip(h.attrs), attrs...)
+	return &c
+}
+
+func (h *gobgpHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	if name != "" {
+		c.group = h.group + name + "."
+	}
+	return &c
+}
+
+// kv turns GoBGP's fields into hclog key/value pairs in a stable order.
+func kv(fields map[string]string) []any {
 	if len(fields) == 0 {
 		return nil
 	}
@@ -117,8 +113,6 @@ func kv(fields gobgplog.Fields) []any {
 			name = "peer"
 		case k == "Err" || k == "Error":
 			name = "error"
-		case k == gobgplog.FieldFacility:
-			name = "facility"
 		}
 		out = append(out, name, fields[k])
 	}

@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/apiutil"
-	gobgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
-	"google.golang.org/protobuf/types/known/anypb"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -239,25 +238,25 @@ func (s *Speaker) RIB() (rules []flowspec.Rule, ok bool) {
 	return rules, true
 }
 
-// watchRIB registers the BEST-path watch with Init and waits until its
-// snapshot is in the mirror.
+// watchRIB registers the BEST-path watch with the current table and waits
+// until its snapshot is in the mirror.
 //
-// Why the first callback is the complete snapshot (GoBGP v3.37.0,
+// Why the first callback is the complete snapshot (GoBGP v4.8.0,
 // server.go watch()): one server-loop step registers the watcher and queues
 // the snapshot (GetBestPathList of every family) as one event on the
-// watcher's FIFO; any later change is queued after it. With BatchSize 0 the
-// snapshot is delivered in a single callback, even when empty. The callback
-// runs on the watch's own goroutine, so WatchEvent returning only means the
+// watcher's FIFO; any later change is queued after it, and the snapshot is
+// delivered in a single callback, even when empty. The callback runs on
+// the watch's own goroutine, so WatchEvent returning only means the
 // snapshot is queued, not applied; the mirror is ready after the first
 // callback, and Start waits for that.
-func (s *Speaker) watchRIB(ctx, wctx context.Context) error {
-	req := &api.WatchEventRequest{Table: &api.WatchEventRequest_Table{
-		Filters: []*api.WatchEventRequest_Table_Filter{{Type: api.WatchEventRequest_Table_Filter_BEST, Init: true}},
-	}}
+func (s *Speaker) watchRIB(ctx, wctx context.Context, srv *server.BgpServer) error {
+	epoch := s.mirror.currentEpoch()
+	cb := server.WatchEventMessageCallbacks{
+		OnBestPath: func(paths []*apiutil.Path, _ time.Time) { s.onBestPaths(epoch, paths) },
+	}
 	if err := s.call(ctx, "watch rib", func() error {
 		// wctx, not a call-scoped context: GoBGP stops the watch when it ends.
-		epoch := s.mirror.currentEpoch()
-		return s.srv.WatchEvent(wctx, req, func(ev *api.WatchEventResponse) { s.onTableEvent(epoch, ev) })
+		return srv.WatchEvent(wctx, cb, server.WatchBestPath(true))
 	}); err != nil {
 		return err
 	}
@@ -276,23 +275,19 @@ func (s *Speaker) watchRIB(ctx, wctx context.Context) error {
 	}
 }
 
-// onTableEvent runs on GoBGP's watch goroutine. Decoding happens before the
+// onBestPaths runs on GoBGP's watch goroutine. Decoding happens before the
 // lock; under it the map is updated and nothing else. Events queue in
 // GoBGP's unbounded buffer, so a slow callback delays the mirror but never
 // blocks the server loop.
-func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
-	t := ev.GetTable()
-	if t == nil {
-		return
-	}
+func (s *Speaker) onBestPaths(epoch uint64, paths []*apiutil.Path) {
 	type upd struct {
 		m   flowspec.Match
 		a   flowspec.Action
 		del bool
 	}
-	ups := make([]upd, 0, len(t.Paths))
+	ups := make([]upd, 0, len(paths))
 	bad := 0
-	for _, p := range t.Paths {
+	for _, p := range paths {
 		if !isLocal(p) {
 			continue
 		}
@@ -300,22 +295,22 @@ func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 		if !ok {
 			continue
 		}
-		m, err := decodeNLRI(fam, p)
+		m, err := decodeNLRI(fam, p.Nlri)
 		if err != nil {
 			bad++
-			s.log.Error("local FlowSpec path in the RIB cannot be decoded; it cannot be withdrawn by ribkeeper",
-				"family", fam, "error", err, "path", nlriString(p))
+			s.log.Error("local path in the RIB cannot be decoded; it cannot be withdrawn by ribkeeper",
+				"family", fam, "error", err, "path", p.Nlri.String())
 			continue
 		}
-		if p.IsWithdraw {
+		if p.Withdrawal {
 			ups = append(ups, upd{m: m, del: true})
 			continue
 		}
-		a, err := pathAction(fam, p)
+		a, err := s.pathAction(fam, p)
 		if err != nil {
 			// Kept with a zero Action: it differs from any desired action,
 			// so the reconciler replaces or withdraws it.
-			s.log.Warn("local FlowSpec path has no usable action", "text", m.String(), "error", err)
+			s.log.Warn("local path has no usable action", "text", m.String(), "error", err)
 		}
 		ups = append(ups, upd{m: m, a: a})
 	}
@@ -363,138 +358,80 @@ func (s *Speaker) onTableEvent(epoch uint64, ev *api.WatchEventResponse) {
 	}
 }
 
-// isLocal: GoBGP marks locally originated paths by a source without a
-// neighbor address (net.IP(nil).String() is "<nil>").
-func isLocal(p *api.Path) bool {
-	return p.NeighborIp == "" || p.NeighborIp == "<nil>"
+// isLocal: GoBGP gives locally originated paths no source peer. Paths
+// received from peers never reach the global RIB (import policy), and the
+// "unknown" prefixes GoBGP keeps for malformed NLRI from a peer stay in
+// that peer's Adj-RIB-In; this check keeps the mirror to our own paths
+// whatever the policy does.
+func isLocal(p *apiutil.Path) bool {
+	return !p.PeerAddress.IsValid() && p.PeerASN == 0
 }
 
-func familyOf(f *api.Family) (flowspec.Family, bool) {
-	if rf, ok := routeFamilyOf(f); ok {
-		return rf, true
+// decodeNLRI decodes GoBGP's NLRI of a local path of family fam through
+// its wire bytes.
+func decodeNLRI(fam flowspec.Family, n gobgp.NLRI) (flowspec.Match, error) {
+	if n == nil {
+		return flowspec.Match{}, fmt.Errorf("path without NLRI")
 	}
-	if f == nil || f.Safi != api.Family_SAFI_FLOW_SPEC_UNICAST {
-		return 0, false
-	}
-	switch f.Afi {
-	case api.Family_AFI_IP:
-		return flowspec.IPv4, true
-	case api.Family_AFI_IP6:
-		return flowspec.IPv6, true
-	}
-	return 0, false
-}
-
-// decodeNLRI gets the NLRI wire bytes (the watch only carries the protobuf
-// form, so they are rebuilt: by appendWatchNLRI, else through GoBGP's
-// native type) and decodes them.
-func decodeNLRI(fam flowspec.Family, p *api.Path) (flowspec.Match, error) {
-	b := p.NlriBinary
-	if len(b) == 0 {
-		var buf [64]byte
-		var ok bool
-		if b, ok = appendWatchNLRI(buf[:0], fam, p.Nlri); !ok {
-			var err error
-			if b, err = slowNLRI(p); err != nil {
-				return flowspec.Match{}, err
-			}
-		}
-	}
-	m, n, err := flowspec.DecodeMatch(fam, b)
+	b, err := n.Serialize()
 	if err != nil {
 		return flowspec.Match{}, err
 	}
-	if n != len(b) {
-		return flowspec.Match{}, fmt.Errorf("%d trailing bytes after the NLRI", len(b)-n)
+	m, k, err := flowspec.DecodeMatch(fam, b)
+	if err != nil {
+		return flowspec.Match{}, err
+	}
+	if k != len(b) {
+		return flowspec.Match{}, fmt.Errorf("%d trailing bytes after the NLRI", len(b)-k)
 	}
 	return m, nil
 }
 
-// slowNLRI rebuilds the NLRI wire bytes of p through GoBGP's native type.
-func slowNLRI(p *api.Path) ([]byte, error) {
-	n, err := apiutil.GetNativeNlri(p)
-	if err != nil {
-		return nil, err
+// pathAction decodes the action of a local path of family fam.
+func (s *Speaker) pathAction(fam flowspec.Family, p *apiutil.Path) (flowspec.Action, error) {
+	if fam.IsRoute() {
+		return decodeRouteAction(p)
 	}
-	return n.Serialize()
+	return s.decodeAction(p)
 }
 
-func nlriString(p *api.Path) string {
-	n, err := apiutil.GetNativeNlri(p)
-	if err != nil {
-		return "?"
+// decodeAction reads the action of a FlowSpec path from its extended
+// communities (8-byte ones and the 20-byte IPv6 address specific ones).
+// Paths ribkeeper announced carry attributes from the speaker's cache and
+// are looked up there; others (added through GoBGP's gRPC API, say) are
+// serialised and decoded. A path without any yields an error.
+func (s *Speaker) decodeAction(p *apiutil.Path) (flowspec.Action, error) {
+	for _, at := range p.Attrs {
+		switch at.(type) {
+		case *gobgp.PathAttributeExtendedCommunities, *gobgp.PathAttributeIP6ExtendedCommunities:
+			if a, ok := s.attrs.actionOf(at); ok {
+				return a, nil
+			}
+		}
 	}
-	return n.String()
-}
-
-// decodeAction rebuilds the extended communities of p (8-byte ones and
-// the 20-byte IPv6 address specific ones) and decodes them. A path without
-// any yields an error.
-func decodeAction(p *api.Path) (flowspec.Action, error) {
 	var ext, ext6 []byte
-	if len(p.PattrsBinary) > 0 {
-		for _, raw := range p.PattrsBinary {
-			if len(raw) < 3 || (raw[1] != 16 && raw[1] != 25) {
-				continue
-			}
-			hdr := 3
-			if raw[0]&0x10 != 0 {
-				hdr = 4
-			}
-			if len(raw) < hdr {
-				continue
-			}
-			if raw[1] == 16 {
-				ext = append(ext, raw[hdr:]...)
-			} else {
-				ext6 = append(ext6, raw[hdr:]...)
-			}
-		}
-	} else {
-		var buf4 [64]byte
-		var buf6 [40]byte
-		var ok bool
-		if ext, ext6, ok = appendWatchExtCommunities(buf4[:0], buf6[:0], p.Pattrs); !ok {
-			var err error
-			if ext, ext6, err = slowExtCommunities(p.Pattrs); err != nil {
-				return flowspec.Action{}, err
-			}
-		}
-	}
-	return flowspec.DecodeActionIPv6(ext, ext6)
-}
-
-// slowExtCommunities rebuilds the extended communities (8-byte ones and
-// the 20-byte IPv6 address specific ones) of protobuf attributes through
-// GoBGP's native types.
-func slowExtCommunities(pattrs []*anypb.Any) (ext, ext6 []byte, err error) {
-	for _, an := range pattrs {
-		v4 := an.MessageIs((*api.ExtendedCommunitiesAttribute)(nil))
-		if !v4 && !an.MessageIs((*api.IP6ExtendedCommunitiesAttribute)(nil)) {
-			continue
-		}
-		attr, err := apiutil.UnmarshalAttribute(an)
-		if err != nil {
-			return nil, nil, err
-		}
+	for _, at := range p.Attrs {
 		var cs []gobgp.ExtendedCommunityInterface
-		switch a := attr.(type) {
+		v6 := false
+		switch a := at.(type) {
 		case *gobgp.PathAttributeExtendedCommunities:
 			cs = a.Value
 		case *gobgp.PathAttributeIP6ExtendedCommunities:
-			cs = a.Value
+			cs, v6 = a.Value, true
+		default:
+			continue
 		}
 		for _, c := range cs {
 			b, err := c.Serialize()
 			if err != nil {
-				return nil, nil, err
+				return flowspec.Action{}, err
 			}
-			if v4 {
-				ext = append(ext, b...)
-			} else {
+			if v6 {
 				ext6 = append(ext6, b...)
+			} else {
+				ext = append(ext, b...)
 			}
 		}
 	}
-	return ext, ext6, nil
+	return flowspec.DecodeActionIPv6(ext, ext6)
 }

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -27,6 +27,7 @@ type PeerGroup struct {
 	Password          string
 	GracefulRestart   bool
 	RestartTime       time.Duration
+	ConnectRetry      time.Duration
 	Description       string
 }
 
@@ -39,26 +40,38 @@ type DynamicNeighbor struct {
 
 // applyTimersGR sets the timer and graceful-restart parts shared by peers
 // and peer groups.
-func applyTimersGR(hold, keepalive, restart time.Duration, gr bool, fams []*api.AfiSafi) (*api.Timers, *api.GracefulRestart) {
-	var timers *api.Timers
-	if hold > 0 || keepalive > 0 {
-		tc := &api.TimersConfig{}
-		if hold > 0 {
-			tc.HoldTime = uint64(hold / time.Second)
-			tc.KeepaliveInterval = max(tc.HoldTime/3, 1)
-		}
-		if keepalive > 0 {
-			tc.KeepaliveInterval = uint64(keepalive / time.Second)
-		}
-		timers = &api.Timers{Config: tc}
+// applyTimersGR sets the timer and graceful-restart parts shared by peers
+// and peer groups. With graceful restart the peer starts as "locally
+// restarting" (R bit, and the F bit for every family): see the package
+// doc.
+func applyTimersGR(hold, keepalive, retry, restart time.Duration, gr bool, fams []*api.AfiSafi) (*api.Timers, *api.GracefulRestart) {
+	if retry <= 0 {
+		retry = DefaultConnectRetry
 	}
+	tc := &api.TimersConfig{
+		ConnectRetry:           uint64(max(retry/time.Second, 1)),
+		IdleHoldTimeAfterReset: uint64(max(retry/time.Second, 1)),
+	}
+	if hold > 0 {
+		tc.HoldTime = uint64(hold / time.Second)
+		tc.KeepaliveInterval = max(tc.HoldTime/3, 1)
+	}
+	if keepalive > 0 {
+		tc.KeepaliveInterval = uint64(keepalive / time.Second)
+	}
+	timers := &api.Timers{Config: tc}
 	if !gr {
 		return timers, nil
 	}
 	for _, af := range fams {
 		af.MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
 	}
-	return timers, &api.GracefulRestart{Enabled: true, RestartTime: uint32(restart / time.Second)}
+	return timers, &api.GracefulRestart{
+		Enabled:         true,
+		RestartTime:     uint32(restart / time.Second),
+		DeferralTime:    uint32(grDeferral / time.Second),
+		LocalRestarting: true,
+	}
 }
 
 func (s *Speaker) apiPeerGroup(g PeerGroup) *api.PeerGroup {
@@ -76,14 +89,13 @@ func (s *Speaker) apiPeerGroup(g PeerGroup) *api.PeerGroup {
 	if g.MultihopTTL > 0 {
 		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(g.MultihopTTL)}
 	}
-	p.Timers, p.GracefulRestart = applyTimersGR(g.HoldTime, g.KeepaliveInterval, g.RestartTime, g.GracefulRestart, p.AfiSafis)
+	p.Timers, p.GracefulRestart = applyTimersGR(g.HoldTime, g.KeepaliveInterval, g.ConnectRetry, g.RestartTime, g.GracefulRestart, p.AfiSafis)
 	return p
 }
 
 // addDynamic adds the peer groups and dynamic neighbors of the
-// configuration. GoBGP v3 dereferences a missing peer group in
-// AddDynamicNeighbor (a nil-map panic in its server loop), so a dynamic
-// neighbor naming an unknown group is refused here.
+// configuration. A dynamic neighbor naming an unknown group is refused
+// here (GoBGP v3 panicked on it in its server loop).
 func (s *Speaker) addDynamic(ctx context.Context, groups []PeerGroup, dyn []DynamicNeighbor) error {
 	known := map[string]bool{}
 	for _, g := range groups {

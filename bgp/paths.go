@@ -2,22 +2,30 @@ package bgp
 
 import (
 	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
+	"net/netip"
+	"sync"
 
-	api "github.com/osrg/gobgp/v3/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // MaxNLRILen is the longest FlowSpec NLRI (length prefix included) that
-// GoBGP v3.37.0 encodes correctly: 238 bytes of components. Its encoder
+// GoBGP v4.8.0 encodes correctly: 238 bytes of components. Its encoder
 // picks the two-byte length form when components plus prefix reach 240
 // bytes, i.e. already for 239 bytes of components, and then writes the
-// length over the first component (osrg/gobgp#3596). Measured: a 239-byte
-// body comes back from GoBGP's Serialize as 00 00 00 ee ...
-
+// length over the first component (osrg/gobgp#3596, still open).
+// TestGoBGPRoundTripLimits measures it against the pinned GoBGP.
 const MaxNLRILen = 239
+
+// batchSize bounds the paths of one AddPath or DeletePath call: GoBGP runs
+// a call as one step of its server loop, which serves nothing else (peer
+// state, the other sessions' messages) until the step is done.
+const batchSize = 2000
 
 // RefusedError reports a rule that GoBGP would put on the wire wrongly.
 // Retrying cannot help: the rule must change.
@@ -33,140 +41,336 @@ func (e *RefusedError) Error() string {
 // Terminal marks the error as not worth retrying.
 func (e *RefusedError) Terminal() bool { return true }
 
-// Announce adds the local path for r, or replaces the one with the same
-// match. Re-announcing an identical path sends nothing to peers.
-//
-// It returns once GoBGP has taken the path into its RIB; the mirror shows
-// it shortly after (asynchronously, through the watch).
-func (s *Speaker) Announce(ctx context.Context, r flowspec.Rule) error {
-	if r.Match.Family().IsRoute() {
-		return s.announceRoute(ctx, r)
-	}
-	if !r.Match.IsValid() || !r.Action.IsValid() {
-		return &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
-	}
-	if err := checkMatch(r.Match); err != nil {
-		return err
-	}
-	srv, err := s.running()
-	if err != nil {
-		return err
-	}
-	p := s.wirePath(r.Match, r.Action, false)
-	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
-	return s.call(ctx, "announce", func() error {
-		_, err := srv.AddPath(context.Background(), &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: p})
-		return err
-	})
-}
-
-// Withdraw deletes the local path whose NLRI is m. Withdrawing a path that
-// is not there is not an error.
-func (s *Speaker) Withdraw(ctx context.Context, m flowspec.Match) error {
+// Sendable reports why m can never be announced through the embedded
+// GoBGP, or nil. The API refuses such rules before storing them; Announce
+// refuses them too. The limits are measured against the pinned GoBGP by
+// TestGoBGPRoundTripLimits: a rule is sendable exactly when GoBGP
+// re-encodes it to the bytes ribkeeper encoded.
+func Sendable(m flowspec.Match) error {
 	if !m.IsValid() {
 		return &RefusedError{Match: m, Reason: "invalid match"}
 	}
 	if m.Family().IsRoute() {
-		return s.withdrawRoute(ctx, m)
+		return nil
 	}
-	srv, err := s.running()
-	if err != nil {
-		return err
-	}
-	// Deleting by path (NLRI + family) is a direct lookup; deleting by the
-	// UUID AddPath returned scans the whole RIB.
-	p := s.wirePath(m, flowspec.Action{}, true)
-	err = s.call(ctx, "withdraw", func() error {
-		return srv.DeletePath(context.Background(), &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p})
-	})
-	return err
-}
-
-// checkMatch refuses what GoBGP v3.37.0 cannot carry correctly: NLRI
-// over MaxNLRILen bytes, and what flowspec says GoBGP v3 cannot send (IPv6
-// prefix offsets other than 0).
-func checkMatch(m flowspec.Match) error {
 	if n := m.Len(); n > MaxNLRILen {
-		return &RefusedError{Match: m, Reason: fmt.Sprintf("NLRI is %d bytes; GoBGP v3 encodes NLRI over %d bytes wrongly (osrg/gobgp#3596)", n, MaxNLRILen)}
-	}
-	if err := m.SendableByGoBGPv3(); err != nil {
-		return &RefusedError{Match: m, Reason: err.Error()}
+		return &RefusedError{Match: m, Reason: fmt.Sprintf(
+			"it encodes to %d bytes and GoBGP (the embedded BGP speaker) corrupts FlowSpec rules over %d bytes (osrg/gobgp#3596): split it into smaller rules (fewer prefixes, ports or ranges each)",
+			n, MaxNLRILen)}
 	}
 	return nil
 }
 
-// wirePath builds the api.Path for m in wire form: GoBGP decodes
-// NlriBinary and each PattrsBinary entry with its own packet parser, which
-// is cheaper than the protobuf Any form.
+// Announce adds the local paths for rules, or replaces those with the same
+// match, in as few calls into GoBGP as it can; GoBGP packs NLRIs with the
+// same attributes into one UPDATE. Re-announcing an identical path sends
+// nothing to peers. errs[i] is the outcome for rules[i] (nil: taken).
 //
-// Attributes: ORIGIN IGP (GoBGP refuses a path without ORIGIN), MP_REACH
-// with next hop 0.0.0.0 or :: (GoBGP refuses a path without a next hop;
-// the NLRI must be inside too, an empty MP_REACH is refused) and, for an
-// announcement, EXTENDED_COMMUNITIES and IPv6 EXTENDED_COMMUNITIES with
-// the action. No AS_PATH: GoBGP
-// prepends our AS for eBGP peers and attaches an empty one for iBGP peers.
-func (s *Speaker) wirePath(m flowspec.Match, a flowspec.Action, withdraw bool) *api.Path {
-	fam, afi, nhLen := s.fam4, uint16(1), 4
-	if m.Family() == flowspec.IPv6 {
-		fam, afi, nhLen = s.fam6, 2, 16
-	}
-	nlriLen := m.Len()
-	mpLen := 2 + 1 + 1 + nhLen + 1 + nlriLen
-	// Room for up to 8 communities; append grows the buffer beyond that.
-	buf := make([]byte, 0, nlriLen+4+attrHdrLen(mpLen)+mpLen+4+64)
-
-	buf = m.AppendTo(buf)
-	nlri := buf[:len(buf):len(buf)]
-
-	start := len(buf)
-	buf = append(buf, 0x40, 1, 1, 0) // ORIGIN, well-known transitive, IGP
-	origin := buf[start:len(buf):len(buf)]
-
-	start = len(buf)
-	buf = appendAttrHdr(buf, 0x80, 14, mpLen) // MP_REACH_NLRI, optional
-	buf = binary.BigEndian.AppendUint16(buf, afi)
-	buf = append(buf, 133, byte(nhLen))
-	buf = append(buf, make([]byte, nhLen)...) // 0.0.0.0 or ::
-	buf = append(buf, 0)                      // reserved
-	buf = m.AppendTo(buf)
-	mpReach := buf[start:len(buf):len(buf)]
-
-	attrs := [][]byte{origin, mpReach}
-	if !withdraw {
-		// EXTENDED_COMMUNITIES, optional transitive, always with the
-		// two-byte length so that the length can be patched in afterwards.
-		start = len(buf)
-		buf = append(buf, 0xc0|0x10, 16, 0, 0)
-		buf = a.AppendExtCommunities(buf)
-		if n := len(buf) - start - 4; n > 0 {
-			binary.BigEndian.PutUint16(buf[start+2:], uint16(n))
-			attrs = append(attrs, buf[start:len(buf):len(buf)])
-		} else {
-			buf = buf[:start]
+// It returns once GoBGP has taken the paths into its RIB; the mirror shows
+// them shortly after (asynchronously, through the watch).
+func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
+	errs := make([]error, len(rules))
+	srv, err := s.running()
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
 		}
-		// IPv6 Address Specific Extended Community (RFC 5701), for
-		// redirect to an IPv6 address.
-		start = len(buf)
-		buf = append(buf, 0xc0|0x10, 25, 0, 0)
-		buf = a.AppendIPv6ExtCommunities(buf)
-		if n := len(buf) - start - 4; n > 0 {
-			binary.BigEndian.PutUint16(buf[start+2:], uint16(n))
-			attrs = append(attrs, buf[start:len(buf):len(buf)])
+		return errs
+	}
+	paths := make([]*apiutil.Path, 0, min(len(rules), batchSize))
+	idx := make([]int, 0, cap(paths))
+	flush := func() {
+		if len(paths) == 0 {
+			return
+		}
+		for i, err := range s.addPaths(ctx, srv, paths) {
+			errs[idx[i]] = err
+		}
+		paths, idx = paths[:0], idx[:0]
+	}
+	for i, r := range rules {
+		p, err := s.announcePath(r)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		paths = append(paths, p)
+		idx = append(idx, i)
+		if len(paths) == batchSize {
+			flush()
 		}
 	}
-	return &api.Path{Family: fam, NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw}
+	flush()
+	return errs
 }
 
-func attrHdrLen(n int) int {
-	if n > 255 {
-		return 4
+// announcePath checks r and builds its GoBGP path.
+func (s *Speaker) announcePath(r flowspec.Rule) (*apiutil.Path, error) {
+	if r.Match.Family().IsRoute() {
+		return s.routeAnnouncePath(r)
 	}
-	return 3
+	if !r.Match.IsValid() || !r.Action.IsValid() {
+		return nil, &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
+	}
+	if err := Sendable(r.Match); err != nil {
+		return nil, err
+	}
+	nlri, err := nativeNLRI(r.Match)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := s.attrs.flowspec(r.Match.Family(), r.Action)
+	if err != nil {
+		return nil, &RefusedError{Match: r.Match, Reason: "action cannot be encoded: " + err.Error()}
+	}
+	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
+	return &apiutil.Path{Family: gobgpFamily(r.Match.Family()), Nlri: nlri, Attrs: attrs}, nil
 }
 
-func appendAttrHdr(b []byte, flags, typ byte, n int) []byte {
-	if n > 255 {
-		return append(b, flags|0x10, typ, byte(n>>8), byte(n))
+// addPaths hands paths to GoBGP in one call. GoBGP answers a failed batch
+// with one error and no per-path results, so a failed batch is retried
+// path by path to tell which paths failed.
+func (s *Speaker) addPaths(ctx context.Context, srv *server.BgpServer, paths []*apiutil.Path) []error {
+	errs := make([]error, len(paths))
+	err := s.call(ctx, "announce", func() error {
+		_, err := srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+		return err
+	})
+	if err == nil {
+		return errs
 	}
-	return append(b, flags, typ, byte(n))
+	var te *TimeoutError
+	if len(paths) == 1 || errors.As(err, &te) || ctx.Err() != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i, p := range paths {
+		errs[i] = s.call(ctx, "announce", func() error {
+			_, err := srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{p}})
+			return err
+		})
+	}
+	return errs
+}
+
+// Withdraw deletes the local paths whose NLRIs are ms. Withdrawing a path
+// that is not there is not an error. errs[i] is the outcome for ms[i].
+func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
+	errs := make([]error, len(ms))
+	srv, err := s.running()
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	paths := make([]*apiutil.Path, 0, min(len(ms), batchSize))
+	idx := make([]int, 0, cap(paths))
+	var routes []flowspec.Match
+	flush := func() {
+		if len(paths) == 0 {
+			return
+		}
+		// Deleting by path (NLRI + family) is a direct lookup; deleting by
+		// the UUID AddPath returned scans the whole RIB.
+		err := s.call(ctx, "withdraw", func() error {
+			return srv.DeletePath(apiutil.DeletePathRequest{Paths: paths})
+		})
+		for _, i := range idx {
+			errs[i] = err
+		}
+		if err == nil {
+			s.routes.forget(routes)
+		}
+		paths, idx, routes = paths[:0], idx[:0], routes[:0]
+	}
+	for i, m := range ms {
+		if !m.IsValid() {
+			errs[i] = &RefusedError{Match: m, Reason: "invalid match"}
+			continue
+		}
+		nlri, err := nativeNLRI(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if m.Family().IsRoute() {
+			routes = append(routes, m)
+		}
+		paths = append(paths, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: originIGP, Withdrawal: true})
+		idx = append(idx, i)
+		if len(paths) == batchSize {
+			flush()
+		}
+	}
+	flush()
+	return errs
+}
+
+// originIGP is the attribute list of a withdrawal: GoBGP needs none but
+// builds its own MP_UNREACH from the NLRI.
+var originIGP = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0)}
+
+// nativeNLRI is m as GoBGP's NLRI type, decoded from ribkeeper's own wire
+// encoding by GoBGP's parser.
+func nativeNLRI(m flowspec.Match) (gobgp.NLRI, error) {
+	var buf [64]byte
+	b := m.AppendTo(buf[:0])
+	n, err := gobgp.NLRIFromSlice(gobgpFamily(m.Family()), b)
+	if err != nil {
+		return nil, &RefusedError{Match: m, Reason: "GoBGP cannot parse its NLRI: " + err.Error()}
+	}
+	return n, nil
+}
+
+// gobgpFamily is GoBGP's family of f.
+func gobgpFamily(f flowspec.Family) gobgp.Family {
+	switch f {
+	case flowspec.IPv6:
+		return gobgp.RF_FS_IPv6_UC
+	case flowspec.IPv4Unicast:
+		return gobgp.RF_IPv4_UC
+	case flowspec.IPv6Unicast:
+		return gobgp.RF_IPv6_UC
+	}
+	return gobgp.RF_FS_IPv4_UC
+}
+
+// familyOf is the ribkeeper family of a GoBGP family, if it has one.
+func familyOf(f gobgp.Family) (flowspec.Family, bool) {
+	switch f {
+	case gobgp.RF_FS_IPv4_UC:
+		return flowspec.IPv4, true
+	case gobgp.RF_FS_IPv6_UC:
+		return flowspec.IPv6, true
+	case gobgp.RF_IPv4_UC:
+		return flowspec.IPv4Unicast, true
+	case gobgp.RF_IPv6_UC:
+		return flowspec.IPv6Unicast, true
+	}
+	return 0, false
+}
+
+// attrCache holds the GoBGP attribute lists of the actions in use, shared
+// by every path with the same action (GoBGP never modifies a path's
+// attributes in place: export policies and AS_PATH prepending work on
+// copies). Actions are interned values, so the cache is small: one entry
+// per distinct action, dropped as a whole when it grows past maxAttrCache.
+type attrCache struct {
+	mu sync.Mutex
+	m  map[attrKey][]gobgp.PathAttributeInterface
+	// back maps an extended-communities attribute this cache built back
+	// to its action, so the watch decodes our own paths without
+	// re-serialising their communities.
+	back map[gobgp.PathAttributeInterface]flowspec.Action
+}
+
+type attrKey struct {
+	fam flowspec.Family
+	a   flowspec.Action
+}
+
+const maxAttrCache = 1 << 14
+
+// mpReachFS4/6 carry FlowSpec's MP_REACH next hop (0.0.0.0 / ::): GoBGP
+// rebuilds MP_REACH from the path's own NLRI, but wants one present (with
+// some NLRI in it) to accept a FlowSpec path without a next hop. Their
+// NLRI is "destination 0.0.0.0/0" (::/0), never sent.
+var (
+	mpReachFS4 = mustMPReach(gobgp.RF_FS_IPv4_UC, []byte{2, 1, 0}, netip.IPv4Unspecified())
+	mpReachFS6 = mustMPReach(gobgp.RF_FS_IPv6_UC, []byte{3, 1, 0, 0}, netip.IPv6Unspecified())
+)
+
+func mustMPReach(f gobgp.Family, nlri []byte, nh netip.Addr) gobgp.PathAttributeInterface {
+	n, err := gobgp.NLRIFromSlice(f, nlri)
+	if err != nil {
+		panic(err)
+	}
+	a, err := gobgp.NewPathAttributeMpReachNLRI(f, []gobgp.PathNLRI{{NLRI: n}}, nh)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+// flowspec returns the attributes of a FlowSpec path of family f with
+// action a: ORIGIN IGP, MP_REACH, EXTENDED_COMMUNITIES and IPv6
+// EXTENDED_COMMUNITIES with the action. No AS_PATH: GoBGP prepends our AS
+// for eBGP peers and attaches an empty one for iBGP peers.
+func (c *attrCache) flowspec(f flowspec.Family, a flowspec.Action) ([]gobgp.PathAttributeInterface, error) {
+	k := attrKey{f, a}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if attrs, ok := c.m[k]; ok {
+		return attrs, nil
+	}
+	mp := mpReachFS4
+	if f == flowspec.IPv6 {
+		mp = mpReachFS6
+	}
+	attrs := []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mp}
+	var ext gobgp.PathAttributeInterface
+	if b := a.AppendExtCommunities(nil); len(b) > 0 {
+		at, err := decodeAttr(appendAttr(nil, 0xc0, 16, b))
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, at)
+		ext = at
+	}
+	if b := a.AppendIPv6ExtCommunities(nil); len(b) > 0 {
+		at, err := decodeAttr(appendAttr(nil, 0xc0, 25, b))
+		if err != nil {
+			return nil, err
+		}
+		attrs = append(attrs, at)
+		if ext == nil {
+			ext = at
+		}
+	}
+	c.put(k, attrs)
+	if ext != nil {
+		c.back[ext] = a
+	}
+	return attrs, nil
+}
+
+func (c *attrCache) put(k attrKey, attrs []gobgp.PathAttributeInterface) {
+	if c.m == nil || len(c.m) >= maxAttrCache {
+		c.m = make(map[attrKey][]gobgp.PathAttributeInterface)
+		c.back = make(map[gobgp.PathAttributeInterface]flowspec.Action)
+	}
+	c.m[k] = attrs
+}
+
+// actionOf returns the action an attribute of this cache was built for.
+func (c *attrCache) actionOf(at gobgp.PathAttributeInterface) (flowspec.Action, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.back[at]
+	return a, ok
+}
+
+// appendAttr appends a path attribute in wire form.
+func appendAttr(b []byte, flags, typ byte, v []byte) []byte {
+	if len(v) > 255 {
+		b = append(b, flags|0x10, typ, byte(len(v)>>8), byte(len(v)))
+	} else {
+		b = append(b, flags, typ, byte(len(v)))
+	}
+	return append(b, v...)
+}
+
+// decodeAttr parses one path attribute with GoBGP's parser.
+func decodeAttr(b []byte) (gobgp.PathAttributeInterface, error) {
+	at, err := gobgp.GetPathAttribute(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := at.DecodeFromBytes(b); err != nil {
+		return nil, err
+	}
+	return at, nil
 }

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/apiutil"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -26,7 +27,7 @@ type rawPeer struct {
 func startRawPeer(t *testing.T, addr string, asn uint32, speakerAddr string, speakerPort int32, speakerASN uint32) *rawPeer {
 	t.Helper()
 	p := &rawPeer{addr: addr, port: freePort(t, addr)}
-	p.srv = server.NewBgpServer(server.LoggerOption(newGoBGPLogger(testLogger(t).Named("raw"), nil)))
+	p.srv = server.NewBgpServer(server.LoggerOption(newGoBGPLogger(testLogger(t).Named("raw"), nil), nil))
 	go p.srv.Serve()
 	ctx := context.Background()
 	if err := p.srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
@@ -47,27 +48,26 @@ func startRawPeer(t *testing.T, addr string, asn uint32, speakerAddr string, spe
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.srv.StopBgp(context.Background(), &api.StopBgpRequest{}) })
+	t.Cleanup(func() { p.srv.Stop() })
 	return p
 }
 
 // received returns the FlowSpec paths the raw peer learned from neighbors.
-func (p *rawPeer) received(t *testing.T, fam *api.Family) map[flowspec.Match]flowspec.Action {
+func (p *rawPeer) received(t *testing.T, s *Speaker, fam flowspec.Family) map[flowspec.Match]flowspec.Action {
 	t.Helper()
 	out := map[flowspec.Match]flowspec.Action{}
-	err := p.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: fam},
-		func(d *api.Destination) {
-			for _, path := range d.Paths {
+	err := p.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgpFamily(fam)},
+		func(_ gobgp.NLRI, paths []*apiutil.Path) {
+			for _, path := range paths {
 				if isLocal(path) {
 					continue
 				}
-				f, _ := familyOf(path.Family)
-				m, err := decodeNLRI(f, path)
+				m, err := decodeNLRI(fam, path.Nlri)
 				if err != nil {
 					t.Errorf("decode NLRI received by the peer: %v", err)
 					continue
 				}
-				a, _ := decodeAction(path)
+				a, _ := s.decodeAction(path)
 				out[m] = a
 			}
 		})
@@ -106,18 +106,22 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 	r4 := flowspec.Rule{Match: match4(t, 1), Action: flowspec.RateLimit(1e6)}
 	r6 := flowspec.Rule{Match: match6(t, 1), Action: flowspec.Discard()}
 	for _, r := range []flowspec.Rule{r4, r6} {
-		if err := s.Announce(ctx, r); err != nil {
+		if err := announceOne(s, ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, 10*time.Second, "peer has both rules", func() bool {
-		return peer.received(t, s.fam4)[r4.Match] == r4.Action && peer.received(t, s.fam6)[r6.Match] == r6.Action
+		return peer.received(t, s, flowspec.IPv4)[r4.Match] == r4.Action && peer.received(t, s, flowspec.IPv6)[r6.Match] == r6.Action
 	})
 
 	// The peer's own announcement is rejected: not in our RIB, not in the
 	// mirror, only counted as received.
 	theirs := match4(t, 99)
-	if _, err := peer.srv.AddPath(ctx, &api.AddPathRequest{Path: s.wirePath(theirs, flowspec.Discard(), false)}); err != nil {
+	theirsPath, err := s.announcePath(flowspec.Rule{Match: theirs, Action: flowspec.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.srv.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{theirsPath}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "peer's route received", func() bool {
@@ -125,11 +129,10 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 		return err == nil && ps[0].Received == 1
 	})
 	var inRIB int
-	if err := s.srv.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: s.fam4},
-		func(d *api.Destination) {
-			for _, p := range d.Paths {
-				n, _ := apiutil.GetNativeNlri(p)
-				t.Logf("our RIB: %v from %q", n, p.NeighborIp)
+	if err := s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgp.RF_FS_IPv4_UC},
+		func(n gobgp.NLRI, paths []*apiutil.Path) {
+			for _, p := range paths {
+				t.Logf("our RIB: %v from %v", n, p.PeerAddress)
 				inRIB++
 			}
 		}); err != nil {
@@ -154,7 +157,7 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 
 	// A session that drops is a wake-up.
 	drain(s.Changes())
-	peer.srv.StopBgp(ctx, &api.StopBgpRequest{})
+	peer.srv.Stop()
 	select {
 	case <-s.Changes():
 	case <-time.After(10 * time.Second):

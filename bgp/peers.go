@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -36,10 +39,10 @@ type PeerStatus struct {
 // changes matter (they wake the reconciler); Peers asks GoBGP directly.
 type peerTable struct {
 	mu    sync.Mutex
-	state map[string]api.PeerState_SessionState
+	state map[string]gobgp.FSMState
 }
 
-func (t *peerTable) init() { t.state = make(map[string]api.PeerState_SessionState) }
+func (t *peerTable) init() { t.state = make(map[string]gobgp.FSMState) }
 
 // families returns the FlowSpec families to negotiate with n.
 func (n *Neighbor) families() []flowspec.Family {
@@ -78,7 +81,7 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 		fam := s.apiFamily(f)
 		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}})
 	}
-	p.Timers, p.GracefulRestart = applyTimersGR(n.HoldTime, n.KeepaliveInterval, n.RestartTime, n.GracefulRestart, p.AfiSafis)
+	p.Timers, p.GracefulRestart = applyTimersGR(n.HoldTime, n.KeepaliveInterval, n.ConnectRetry, n.RestartTime, n.GracefulRestart, p.AfiSafis)
 	return p
 }
 
@@ -96,8 +99,9 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 		}
 	}
 	s.takeMD5Failure(addr)
+	srv := s.srv
 	if err := s.call(ctx, "add peer "+addr, func() error {
-		return s.srv.AddPeer(context.Background(), &api.AddPeerRequest{Peer: p})
+		return srv.AddPeer(context.Background(), &api.AddPeerRequest{Peer: p})
 	}); err != nil {
 		return err
 	}
@@ -115,22 +119,18 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 
 // watchPeers registers the peer-state watch. Every session state change,
 // including a peer that resets and comes back, is a wake-up.
-func (s *Speaker) watchPeers(ctx, wctx context.Context) error {
-	req := &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}
+func (s *Speaker) watchPeers(ctx, wctx context.Context, srv *server.BgpServer) error {
+	cb := server.WatchEventMessageCallbacks{OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, _ time.Time) { s.onPeerEvent(ev) }}
 	return s.call(ctx, "watch peers", func() error {
-		return s.srv.WatchEvent(wctx, req, s.onPeerEvent)
+		return srv.WatchEvent(wctx, cb, server.WatchPeer())
 	})
 }
 
-func (s *Speaker) onPeerEvent(ev *api.WatchEventResponse) {
-	pe := ev.GetPeer()
-	if pe == nil || pe.Peer == nil || pe.Peer.State == nil {
+func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
+	if pe.Type != apiutil.PEER_EVENT_INIT && pe.Type != apiutil.PEER_EVENT_STATE {
 		return
 	}
-	if pe.Type != api.WatchEventResponse_PeerEvent_INIT && pe.Type != api.WatchEventResponse_PeerEvent_STATE {
-		return
-	}
-	addr, st := pe.Peer.State.NeighborAddress, pe.Peer.State.SessionState
+	addr, st := pe.Peer.State.NeighborAddress.String(), pe.Peer.State.SessionState
 	s.peers.mu.Lock()
 	old, known := s.peers.state[addr]
 	s.peers.state[addr] = st
@@ -138,12 +138,12 @@ func (s *Speaker) onPeerEvent(ev *api.WatchEventResponse) {
 	if known && old == st {
 		return
 	}
-	if known && st == api.PeerState_ESTABLISHED {
+	if known && st == gobgp.BGP_FSM_ESTABLISHED {
 		s.restarts.peerUps.Add(1)
 	}
 	go s.refreshDelivery()
 	if known {
-		s.log.Info("peer state", "peer", addr, "from", stateName(old), "to", stateName(st))
+		s.log.Info("peer state", "peer", addr, "from", fsmStateName(old), "to", fsmStateName(st))
 	}
 	s.signal()
 }
@@ -157,7 +157,7 @@ func (s *Speaker) EstablishedPeers() int {
 	defer s.peers.mu.Unlock()
 	n := 0
 	for _, st := range s.peers.state {
-		if st == api.PeerState_ESTABLISHED {
+		if st == gobgp.BGP_FSM_ESTABLISHED {
 			n++
 		}
 	}
@@ -188,7 +188,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		established := false
 		if ps := p.State; ps != nil {
 			st.State = stateName(ps.SessionState)
-			established = ps.SessionState == api.PeerState_ESTABLISHED
+			established = ps.SessionState == api.PeerState_SESSION_STATE_ESTABLISHED
 		}
 		if t := p.Timers; established && t != nil && t.State != nil && t.State.Uptime != nil {
 			st.Uptime = time.Since(t.State.Uptime.AsTime()).Truncate(time.Second)
@@ -197,7 +197,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 			if af.Config == nil || !af.Config.Enabled {
 				continue
 			}
-			f, ok := familyOf(af.Config.Family)
+			f, ok := familyOf(apiutil.ToFamily(af.Config.Family))
 			if !ok {
 				continue
 			}
@@ -219,8 +219,13 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 	return out, nil
 }
 
+// stateName is the session state as operators read it ("established").
 func stateName(s api.PeerState_SessionState) string {
-	return strings.ToLower(s.String())
+	return strings.ToLower(strings.TrimPrefix(s.String(), "SESSION_STATE_"))
+}
+
+func fsmStateName(s gobgp.FSMState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "BGP_FSM_"))
 }
 
 func famNames(fs []flowspec.Family) []string {
@@ -229,4 +234,17 @@ func famNames(fs []flowspec.Family) []string {
 		out[i] = f.String()
 	}
 	return out
+}
+
+// apiFamily is the GoBGP API family of f, for peer configuration.
+func (s *Speaker) apiFamily(f flowspec.Family) *api.Family {
+	switch f {
+	case flowspec.IPv6:
+		return s.fam6
+	case flowspec.IPv4Unicast:
+		return &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	case flowspec.IPv6Unicast:
+		return &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+	}
+	return s.fam4
 }

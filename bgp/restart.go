@@ -11,7 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	api "github.com/osrg/gobgp/v3/api"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -26,27 +27,37 @@ type restartState struct {
 	distinct map[uint64]struct{} // hashes of the NLRIs announced since the last (re)start
 }
 
-// Restart restarts BGP inside the same GoBGP server: StopBgp (every
-// session closes with Cease, so routers flush our routes), StartBgp with a
-// fresh, empty RIB, then the import policy, the watches and the peers as
-// in Start. The mirror is emptied at once and answers not ready until the
-// new RIB's snapshot arrived; the reconciler then re-announces everything
-// (paced). Restarting the same server object, not a new one, is what
-// gives the old RIB back to the garbage collector: GoBGP's server loop
-// goroutine cannot end, so a replaced server would stay in memory with
-// its whole RIB. It is also the only way found to free the destinations
-// GoBGP v3.37.0 leaks for withdrawn paths (see Compactor).
+// Restart replaces the GoBGP server with a fresh one, which is what gives
+// back the table destinations GoBGP keeps for every NLRI ever withdrawn
+// (see Compactor): the old server stops (graceful-restart peers see the
+// TCP session close without a NOTIFICATION and keep our rules as stale),
+// a new one starts, the paths the mirror held are loaded into it, and only
+// then are the peers added, so they get the whole table and End-of-RIB:
+// with graceful restart negotiated, the restart is hitless. Peers without
+// it got a Cease and get the table when they come back.
 //
-// The optional gRPC listener belongs to the server object and stays up.
+// The mirror is emptied at once and answers not ready until the new RIB's
+// snapshot arrived (the reconciler does nothing blindly meanwhile); what
+// changed in the desired state in between is reconciled after.
 func (s *Speaker) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started || s.stopped || s.srv == nil {
 		return ErrNotRunning
 	}
+	s.mirror.mu.RLock()
+	held := make([]flowspec.Rule, 0, len(s.mirror.paths))
+	for m, a := range s.mirror.paths {
+		held = append(held, flowspec.Rule{Match: m, Action: a})
+	}
+	s.mirror.mu.RUnlock()
+
 	s.cancel()
+	old := s.srv
 	if err := s.call(ctx, "stop for restart", func() error {
-		return s.srv.StopBgp(context.Background(), &api.StopBgpRequest{})
+		err := old.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: true})
+		old.Stop() // ends its BFD loop and gRPC listener: nothing keeps the old RIB alive
+		return err
 	}); err != nil {
 		return err
 	}
@@ -58,12 +69,56 @@ func (s *Speaker) Restart(ctx context.Context) error {
 	s.restarts.distinct = nil
 	s.restarts.mu.Unlock()
 	s.signal()
-	if err := s.boot(ctx); err != nil {
+	if err := s.boot(ctx, held); err != nil {
 		// The mirror stays not ready: the reconciler does nothing blindly.
 		return fmt.Errorf("bgp: restart: %w", err)
 	}
+	if s.peersStarted {
+		if err := s.startPeersLocked(ctx); err != nil {
+			return fmt.Errorf("bgp: restart: %w", err)
+		}
+	}
 	s.restarts.restarts.Add(1)
-	s.log.Warn("speaker restarted: sessions were reset, everything is announced again")
+	s.log.Warn("speaker restarted on a fresh GoBGP server", "paths", len(held))
+	return nil
+}
+
+// replay loads rules (what the old server's RIB held, actions as found
+// there) into the current server. Called with mu held, by boot.
+func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
+	paths := make([]*apiutil.Path, 0, min(len(rules), batchSize))
+	var errs []error
+	flush := func() {
+		for _, err := range s.addPaths(ctx, s.srv, paths) {
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		paths = paths[:0]
+	}
+	for _, r := range rules {
+		var p *apiutil.Path
+		var err error
+		if r.Match.Family().IsRoute() {
+			p, err = routePath(r.Match, r.Action) // the next hop as found
+		} else {
+			p, err = s.announcePath(r)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		paths = append(paths, p)
+		if len(paths) == batchSize {
+			flush()
+		}
+	}
+	if len(paths) > 0 {
+		flush()
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d paths not loaded, first: %w", len(errs), errs[0])
+	}
 	return nil
 }
 
@@ -80,12 +135,12 @@ func (s *Speaker) Restarts() uint64 { return s.restarts.restarts.Load() }
 // it is counted as drift.
 func (s *Speaker) PeerReestablished() uint64 { return s.restarts.peerUps.Load() }
 
-// Leaked estimates the table destinations GoBGP v3.37.0 holds for
-// FlowSpec NLRIs that have no path any more: the distinct NLRIs announced
-// since the last (re)start minus the paths in the mirror. GoBGP has no
-// counter for them (GetTable counts destinations with paths only), so the
-// speaker keeps a set of 64-bit hashes of every NLRI it announced (about
-// 40 B each against GoBGP's ~630 B per destination), emptied by Restart.
+// Leaked estimates the table destinations GoBGP v4.8.0 holds for NLRIs
+// that have no path any more: the distinct NLRIs announced since the last
+// (re)start minus the paths in the mirror. GoBGP has no counter for them
+// (GetTable counts destinations with paths only), so the speaker keeps a
+// set of 64-bit hashes of every NLRI it announced (about 40 B each against
+// GoBGP's ~0.84 KB per destination), emptied by Restart.
 func (s *Speaker) Leaked() int {
 	s.restarts.mu.Lock()
 	n := len(s.restarts.distinct)
@@ -130,11 +185,12 @@ func checkGRPCListen(addr string, allowRemote bool) error {
 	return l.Close()
 }
 
-// Compactor restarts the speaker when GoBGP's leaked destinations pass a
-// threshold: memory stays bounded (about threshold × 630 B above the live
-// table) at the price of a session reset per compaction, during which
-// upstream routers flush our rules until the reconciler re-announced them.
-// It returns when ctx ends.
+// Compactor restarts the speaker on a fresh GoBGP server when GoBGP's
+// leaked destinations pass a threshold: memory stays bounded (about
+// threshold × 0.84 KB above the live table). With graceful restart
+// negotiated the routers keep every rule through it; peers without it
+// flush and get the table back when their session returns. It returns
+// when ctx ends.
 func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Duration) {
 	if threshold <= 0 {
 		return

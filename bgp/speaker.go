@@ -1,55 +1,73 @@
-// Package bgp is ribkeeper's BGP speaker: GoBGP v3 embedded as a library,
+// Package bgp is ribkeeper's BGP speaker: GoBGP v4 embedded as a library,
 // with upstream peers, a global import policy that rejects everything peers
-// send, and an in-memory mirror of the FlowSpec paths we originate.
+// send, and an in-memory mirror of the paths we originate.
 //
 // It is the only package that imports GoBGP. Everything crosses its
 // boundary as flowspec values; GoBGP types never leak out, so moving to a
 // later GoBGP is this package's change alone.
 //
-// GoBGP facts this package is built around (v3.37.0, read in its source):
-//   - Every API call is a round trip into one server loop and ignores its
-//     context. Every call here is bounded by a timeout; a call that times out
-//     may still take effect later, so the mirror, not the call's result, is
-//     the truth about what is in the RIB.
-//   - Paths are handed over as wire bytes (NLRI and attributes), the cheapest
-//     form GoBGP accepts.
-//   - Received routes never enter the RIB (import policy), but they still sit
-//     in each peer's Adj-RIB-In and are parsed by GoBGP: a malformed IPv6
-//     FlowSpec prefix component in an UPDATE panics GoBGP's parser in the
-//     peer's goroutine (no recover; fixed upstream in v4 only) and takes
-//     the process down. GoBGP parses MP_REACH by its AFI/SAFI before it
-//     checks what was negotiated, so not negotiating ipv6-flowspec (the
-//     default for IPv4 neighbors, see Neighbor.Families) only protects
-//     against peers that follow the negotiation; peers must be trusted
-//     routers (TCP MD5 where possible).
+// GoBGP facts this package is built around (v4.8.0, read in its source and
+// measured; see ../shared/GOBGP-NOTES.md):
+//   - Every API call is a round trip into one server loop. Every call here
+//     is bounded by a timeout; a call that times out may still take effect
+//     later, so the mirror, not the call's result, is the truth about what
+//     is in the RIB.
+//   - Paths go in and come out as GoBGP's native types, many per call
+//     (AddPath with a slice of paths; the watch delivers native paths), and
+//     GoBGP packs NLRIs that share attributes into one UPDATE.
+//   - Received routes never enter the RIB (import policy). They still sit
+//     in each peer's Adj-RIB-In; v4 bounds-checks the FlowSpec parsers that
+//     v3 panicked in, and stores a malformed IPv6 FlowSpec NLRI as an
+//     "unknown" prefix there, which the import policy and the mirror (local
+//     paths only) keep out.
+//   - Graceful restart: with a neighbor's GracefulRestart set, every start
+//     of a server is a restarting speaker (R and F bits for every family).
+//     GoBGP then sends nothing until it has End-of-RIB from its GR peers
+//     (or its deferral timer ran out), so peers are added only once the
+//     whole table is loaded (Config.HoldPeers, StartPeers): the routers
+//     keep our stale rules meanwhile and sweep what the new table lacks.
+//     Stop closes the sessions of GR peers without a NOTIFICATION so the
+//     routers keep the rules through a restart; StopWithdrawn withdraws
+//     everything and closes with a Cease.
 //   - Memory that is not given back: a withdrawn path leaves its table
-//     destination behind (about 630 B per distinct NLRI ever announced; no
-//     API path deletes it: only peers' Adj-RIB-In withdrawals are marked
-//     "dropped", which table.deleteDest needs), and after Stop GoBGP's
-//     server loop goroutine, which cannot be ended, keeps the stopped
-//     server's RIB alive. Restart (StopBgp+StartBgp on the same server)
-//     swaps in a fresh RIB and frees both; Compactor does it when Leaked
-//     passes a threshold, at the price of a session reset.
+//     destination behind (about 0.84 KB heap per distinct NLRI ever
+//     announced, internal/pkg/table/destination.go). A stopped BgpServer
+//     cannot be started again, but its server loop ends, so Restart builds
+//     a fresh server, replays the mirror into it and brings the peers back
+//     (hitless with GR); Compactor does that when Leaked passes a
+//     threshold.
 package bgp
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	api "github.com/osrg/gobgp/v3/api"
-	gobgplog "github.com/osrg/gobgp/v3/pkg/log"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // DefaultCallTimeout bounds each GoBGP API call when Config.CallTimeout is 0.
 const DefaultCallTimeout = 10 * time.Second
+
+// DefaultConnectRetry is Neighbor.ConnectRetry when unset.
+const DefaultConnectRetry = 5 * time.Second
+
+// grDeferral is how long a restarted speaker waits for End-of-RIB from
+// every graceful-restart peer before it sends its table anyway (RFC 4724
+// Selection_Deferral_Timer; GoBGP's default is 360 s). It bounds how long
+// one configured router that is down delays the others' End-of-RIB; they
+// keep the stale rules meanwhile.
+const grDeferral = 30 * time.Second
 
 // Config is the speaker's configuration (main.go maps config.Config to it).
 type Config struct {
@@ -79,6 +97,12 @@ type Config struct {
 	// dial in from a prefix (neighbors.go).
 	PeerGroups       []PeerGroup
 	DynamicNeighbors []DynamicNeighbor
+
+	// HoldPeers makes Start leave the peers out until StartPeers: the
+	// daemon loads the whole desired table first, so that a router gets
+	// the complete table before End-of-RIB (with graceful restart it
+	// sweeps every stale rule the table lacks at End-of-RIB).
+	HoldPeers bool
 }
 
 // Neighbor is one upstream BGP peer.
@@ -89,11 +113,8 @@ type Neighbor struct {
 	LocalAddress netip.Addr // zero: kernel's choice
 
 	// Families are the families negotiated with the peer (FlowSpec, and
-	// unicast for routes such as RTBH). Empty
-	// means the family of Address only (an IPv4 neighbor gets
-	// ipv4-flowspec). IPv6 FlowSpec is not negotiated unless asked for
-	// because GoBGP v3 panics on a malformed IPv6 FlowSpec NLRI received
-	// from a peer; a family is negotiated for both directions at once.
+	// unicast for routes such as RTBH). Empty means the FlowSpec family
+	// of Address only (an IPv4 neighbor gets ipv4-flowspec).
 	Families    []flowspec.Family
 	Passive     bool
 	Description string
@@ -103,10 +124,17 @@ type Neighbor struct {
 	HoldTime          time.Duration
 	KeepaliveInterval time.Duration
 	// GracefulRestart advertises the graceful restart capability (RFC
-	// 4724) for every family with RestartTime (0: GoBGP's default), so
-	// the router keeps our paths while the process restarts.
+	// 4724) for every family with RestartTime (0: GoBGP's default) and
+	// makes every start a restart (R bit, F bit per family), so the
+	// router keeps our paths while the process restarts and sweeps only
+	// what the new table lacks; Stop closes such a session without a
+	// NOTIFICATION.
 	GracefulRestart bool
 	RestartTime     time.Duration
+	// ConnectRetry is the time between connection attempts and the idle
+	// hold time after a reset (0: DefaultConnectRetry; GoBGP's own default
+	// of 120 s made a router that was not ready wait minutes).
+	ConnectRetry time.Duration
 	// MultihopTTL enables eBGP multihop with this TTL (0: directly
 	// connected, TTL 1, for eBGP).
 	MultihopTTL uint8
@@ -125,12 +153,13 @@ type Speaker struct {
 	cfg     Config
 	timeout time.Duration
 
-	srv    *server.BgpServer
+	srv    *server.BgpServer // replaced by Restart; read under mu
 	fam4   *api.Family
 	fam6   *api.Family
 	cancel context.CancelFunc // stops the watches
 
 	mirror mirror
+	attrs  attrCache
 	// delivery and restarts: see delivery.go and restart.go.
 	delivery deliveryTable
 	restarts restartState
@@ -138,9 +167,10 @@ type Speaker struct {
 	peers    peerTable
 	changes  chan struct{}
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
+	mu           sync.Mutex
+	started      bool
+	stopped      bool
+	peersStarted bool // StartPeers ran (or Start without HoldPeers)
 
 	// GoBGP only logs some failures; the log adapter reports them here.
 	md5mu     sync.Mutex
@@ -188,10 +218,10 @@ func (e *TimeoutError) Error() string {
 // Timeout marks the error as a timeout (net.Error style).
 func (e *TimeoutError) Timeout() bool { return true }
 
-// Start starts GoBGP, the import policy, the RIB and peer watches and the
-// peers. It returns once the mirror holds the RIB's snapshot, so Paths
-// answers ok right after a successful Start. On error everything started
-// is stopped again.
+// Start starts GoBGP, the import policy, the RIB and peer watches and,
+// unless Config.HoldPeers is set, the peers. It returns once the mirror
+// holds the RIB's snapshot, so Paths answers ok right after a successful
+// Start. On error everything started is stopped again.
 func (s *Speaker) Start(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -201,29 +231,46 @@ func (s *Speaker) Start(ctx context.Context) (err error) {
 	if err := s.cfg.validate(); err != nil {
 		return err
 	}
-
-	opts := []server.ServerOption{server.LoggerOption(newGoBGPLogger(s.log.Named("gobgp"), s.observeGoBGP))}
 	if s.cfg.GRPCListen != "" {
 		if err := checkGRPCListen(s.cfg.GRPCListen, s.cfg.GRPCAllowRemote); err != nil {
 			return err
 		}
-		opts = append(opts, server.GrpcListenAddress(s.cfg.GRPCListen))
 		s.log.Warn("GoBGP gRPC API enabled (no authentication)", "addr", s.cfg.GRPCListen)
 	}
-	s.srv = server.NewBgpServer(opts...)
-	go s.srv.Serve()
 	s.started = true
 	defer func() {
 		if err != nil {
-			s.stopLocked()
+			s.stopLocked(false)
 		}
 	}()
-	return s.boot(ctx)
+	if err := s.boot(ctx, nil); err != nil {
+		return err
+	}
+	if !s.cfg.HoldPeers {
+		return s.startPeersLocked(ctx)
+	}
+	return nil
 }
 
-// boot starts BGP on s.srv: global config, import policy, watches, peers.
-// Start runs it once; Restart again on the same server after StopBgp.
-func (s *Speaker) boot(ctx context.Context) error {
+// newServer makes and serves a fresh GoBGP server (a stopped one cannot be
+// started again).
+func (s *Speaker) newServer() *server.BgpServer {
+	opts := []server.ServerOption{server.LoggerOption(newGoBGPLogger(s.log.Named("gobgp"), s.observeGoBGP), nil)}
+	if s.cfg.GRPCListen != "" {
+		opts = append(opts, server.GrpcListenAddress(s.cfg.GRPCListen))
+	}
+	srv := server.NewBgpServer(opts...)
+	go srv.Serve()
+	return srv
+}
+
+// boot makes a fresh server and starts BGP on it: global config, import
+// policy, the rules to load (Restart's replay), watches. Peers come later
+// (startPeersLocked). Start runs it once; Restart again for each new
+// server. Called with mu held.
+func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
+	srv := s.newServer()
+	s.srv = srv
 	wctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	global := &api.Global{
@@ -233,19 +280,45 @@ func (s *Speaker) boot(ctx context.Context) error {
 		ListenAddresses: s.cfg.ListenAddresses,
 	}
 	if err := s.call(ctx, "start", func() error {
-		return s.srv.StartBgp(context.Background(), &api.StartBgpRequest{Global: global})
+		return srv.StartBgp(context.Background(), &api.StartBgpRequest{Global: global})
 	}); err != nil {
 		return err
 	}
-	if err := s.installImportPolicy(ctx); err != nil {
+	if err := s.installImportPolicy(ctx, srv); err != nil {
 		return err
 	}
-	if err := s.watchRIB(ctx, wctx); err != nil {
+	// Loaded before the watch, so that the mirror's snapshot holds them
+	// and the reconciler finds nothing to re-announce.
+	if err := s.replay(ctx, load); err != nil {
+		return fmt.Errorf("loading the %d paths the previous server held: %w", len(load), err)
+	}
+	if err := s.watchRIB(ctx, wctx, srv); err != nil {
 		return err
 	}
-	if err := s.watchPeers(ctx, wctx); err != nil {
+	if err := s.watchPeers(ctx, wctx, srv); err != nil {
 		return err
 	}
+	s.log.Info("speaker started", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID,
+		"port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors), "peers_held", s.cfg.HoldPeers)
+	return nil
+}
+
+// StartPeers adds the configured neighbors, peer groups and dynamic
+// neighbors, once: call it after the desired table is loaded (see
+// Config.HoldPeers). Later calls do nothing.
+func (s *Speaker) StartPeers(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.stopped {
+		return ErrNotRunning
+	}
+	if s.peersStarted {
+		return nil
+	}
+	return s.startPeersLocked(ctx)
+}
+
+func (s *Speaker) startPeersLocked(ctx context.Context) error {
 	for _, n := range s.cfg.Neighbors {
 		if err := s.addPeer(ctx, n); err != nil {
 			return err
@@ -254,38 +327,112 @@ func (s *Speaker) boot(ctx context.Context) error {
 	if err := s.addDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
 		return err
 	}
-	s.log.Info("speaker started", "asn", s.cfg.ASN, "router_id", s.cfg.RouterID,
-		"port", s.cfg.ListenPort, "neighbors", len(s.cfg.Neighbors))
+	s.peersStarted = true
+	s.log.Info("peers started", "neighbors", len(s.cfg.Neighbors), "paths", s.Len())
 	return nil
 }
 
-// Stop stops the server. GoBGP sends Cease (peer de-configured) to every
-// peer, so routers flush our routes at once; graceful restart does not
-// protect a clean stop. GoBGP's server loop goroutine cannot be ended and
-// stays behind (idle) until the process exits.
+// Stop stops the speaker for a restart: the sessions of peers that
+// negotiated graceful restart close without a NOTIFICATION, so those
+// routers keep our rules (as stale) until the next start sends the table
+// and End-of-RIB; other peers get a Cease and flush at once. To take
+// every rule off the routers, use StopWithdrawn.
 func (s *Speaker) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stopLocked()
+	s.stopLocked(true)
 }
 
-func (s *Speaker) stopLocked() {
+// StopWithdrawn withdraws every path, waits until no established peer has
+// any left in its Adj-RIB-Out (the withdrawals are queued to every router)
+// or ctx ends, and stops with a Cease to every peer, which also makes a
+// graceful-restart router flush whatever it still holds from us. It
+// reports what was left when ctx ended first; the speaker is stopped in
+// every case.
+func (s *Speaker) StopWithdrawn(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.stopped {
+		return ErrNotRunning
+	}
+	srv := s.srv
+	err := s.call(ctx, "withdraw all", func() error {
+		return srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true})
+	})
+	if err == nil {
+		err = s.waitAdjOutEmpty(ctx, srv)
+	}
+	s.stopLocked(false)
+	if err != nil {
+		return fmt.Errorf("bgp: withdraw everything before stopping: %w (the sessions were closed with a Cease, so routers flush our rules anyway)", err)
+	}
+	return nil
+}
+
+// waitAdjOutEmpty waits until every established peer's Adj-RIB-Out is
+// empty, re-checking after every mirror change and at least every 50 ms.
+func (s *Speaker) waitAdjOutEmpty(ctx context.Context, srv *server.BgpServer) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		left, err := s.adjOutPaths(ctx, srv)
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d paths still in the peers' Adj-RIB-Out: %w", left, ctx.Err())
+		case <-t.C:
+		case <-s.changes:
+		}
+	}
+}
+
+// adjOutPaths counts the paths in the Adj-RIB-Out of every established
+// peer, over the families each negotiated.
+func (s *Speaker) adjOutPaths(ctx context.Context, srv *server.BgpServer) (int, error) {
+	s.delivery.mu.RLock()
+	peers := maps.Clone(s.delivery.peers)
+	s.delivery.mu.RUnlock()
+	n := 0
+	for addr, fams := range peers {
+		for _, f := range fams {
+			err := s.call(ctx, "list adj-rib-out "+addr, func() error {
+				return srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_ADJ_OUT, Name: addr, Family: gobgpFamily(f)},
+					func(_ gobgp.NLRI, ps []*apiutil.Path) { n += len(ps) })
+			})
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+// stopLocked stops the server; graceful keeps the routers' rules where
+// graceful restart was negotiated. GoBGP's server loop ends with it.
+func (s *Speaker) stopLocked(graceful bool) {
 	if !s.started || s.stopped {
 		s.stopped = true
 		return
 	}
 	s.stopped = true
 	s.cancel()
+	srv := s.srv
 	err := s.call(context.Background(), "stop", func() error {
-		s.srv.Stop() // StopBgp, then the gRPC listener if any
-		return nil
+		err := srv.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful})
+		srv.Stop() // the gRPC listener, if any (its StopBgp finds BGP stopped)
+		return err
 	})
 	if err != nil {
 		s.log.Warn("stopping GoBGP", "error", err)
 	}
 	s.mirror.reset()
 	s.signal()
-	s.log.Info("speaker stopped")
+	s.log.Info("speaker stopped", "graceful_restart", graceful)
 }
 
 // running returns the server if the speaker is between Start and Stop.
@@ -331,18 +478,18 @@ func (s *Speaker) signal() {
 	}
 }
 
-// observeGoBGP sees GoBGP's warnings and errors (see gobgpLogger).
-func (s *Speaker) observeGoBGP(msg string, fields gobgplog.Fields) {
+// observeGoBGP sees GoBGP's warnings and errors (see gobgpHandler).
+func (s *Speaker) observeGoBGP(msg string, fields map[string]string) {
 	if msg != "failed to set md5" {
 		return
 	}
-	addr, _ := fields["Key"].(string)
+	addr := fields["Key"]
 	s.md5mu.Lock()
 	defer s.md5mu.Unlock()
 	if s.md5Failed == nil {
 		s.md5Failed = make(map[string]string)
 	}
-	s.md5Failed[addr] = fmt.Sprint(fields["Err"])
+	s.md5Failed[addr] = fields["Err"]
 }
 
 func (s *Speaker) takeMD5Failure(addr string) (string, bool) {

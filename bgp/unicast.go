@@ -1,16 +1,14 @@
 package bgp
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
 
-	api "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/apiutil"
-	gobgp "github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -25,11 +23,6 @@ import (
 // once the site next hop changes, the path is reported with its actual,
 // explicit next hop, which differs from the desired action: the reconciler
 // sees attribute drift and re-announces with the new next hop.
-
-var (
-	famUnicast4 = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
-	famUnicast6 = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
-)
 
 // ErrNoNextHop is returned for a route whose action has no next hop when
 // the site has none configured for its family. It is not terminal: a
@@ -101,158 +94,94 @@ func (s *Speaker) SetRouteNextHops(nh4, nh6 netip.Addr) {
 	}
 }
 
-// announceRoute adds or replaces the unicast path of route r.
-func (s *Speaker) announceRoute(ctx context.Context, r flowspec.Rule) error {
+// routeAnnouncePath checks route r, fills in the site next hop and builds
+// its GoBGP path.
+func (s *Speaker) routeAnnouncePath(r flowspec.Rule) (*apiutil.Path, error) {
 	if !r.IsValid() {
-		return &RefusedError{Match: r.Match, Reason: "invalid route (zero prefix, or an action that is not a route action of the route's family)"}
-	}
-	srv, err := s.running()
-	if err != nil {
-		return err
+		return nil, &RefusedError{Match: r.Match, Reason: "invalid route (zero prefix, or an action that is not a route action of the route's family)"}
 	}
 	s.routes.mu.Lock()
 	a, ok := s.routes.fill(r.Match.Family(), r.Action)
 	s.routes.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("route %s: %w", r.Match, ErrNoNextHop)
+		return nil, fmt.Errorf("route %s: %w", r.Match, ErrNoNextHop)
 	}
 	if nh, _ := a.NextHop(); flowspec.RouteFamily(nh) != r.Match.Family() {
-		return fmt.Errorf("route %s: site next hop %s is of the other family: %w", r.Match, nh, ErrNoNextHop)
+		return nil, fmt.Errorf("route %s: site next hop %s is of the other family: %w", r.Match, nh, ErrNoNextHop)
+	}
+	p, err := routePath(r.Match, a)
+	if err != nil {
+		return nil, &RefusedError{Match: r.Match, Reason: err.Error()}
 	}
 	// Record before adding: the watch may deliver the path before AddPath
 	// returns.
 	s.routes.mu.Lock()
 	s.routes.given[r.Match] = r.Action
 	s.routes.mu.Unlock()
-	p := routePath(r.Match, a, false)
-	return s.call(ctx, "announce route", func() error {
-		_, err := srv.AddPath(context.Background(), &api.AddPathRequest{TableType: api.TableType_GLOBAL, Path: p})
-		return err
-	})
+	return p, nil
 }
 
-// withdrawRoute deletes the unicast path of route m.
-func (s *Speaker) withdrawRoute(ctx context.Context, m flowspec.Match) error {
-	srv, err := s.running()
+// forget drops what routes ms were announced with, after their withdrawal.
+func (rs *routeState) forget(ms []flowspec.Match) {
+	if len(ms) == 0 {
+		return
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	for _, m := range ms {
+		delete(rs.given, m)
+	}
+}
+
+// routePath builds the GoBGP path of route m with action a (next hop
+// filled in): ORIGIN IGP, the next hop (GoBGP puts it in NEXT_HOP for
+// IPv4 and MP_REACH for IPv6) and COMMUNITIES. As for FlowSpec, no
+// AS_PATH: GoBGP adds it per peer. GoBGP keeps a locally originated,
+// specified next hop for eBGP peers too.
+func routePath(m flowspec.Match, a flowspec.Action) (*apiutil.Path, error) {
+	nlri, err := nativeNLRI(m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p := routePath(m, flowspec.Action{}, true)
-	err = s.call(ctx, "withdraw route", func() error {
-		return srv.DeletePath(context.Background(), &api.DeletePathRequest{TableType: api.TableType_GLOBAL, Family: p.Family, Path: p})
-	})
-	if err == nil {
-		s.routes.mu.Lock()
-		delete(s.routes.given, m)
-		s.routes.mu.Unlock()
-	}
-	return err
-}
-
-// routePath builds the api.Path of route m in wire form: ORIGIN IGP,
-// NEXT_HOP (IPv4) or MP_REACH_NLRI (IPv6) with a's next hop, and
-// COMMUNITIES. As for FlowSpec, no AS_PATH: GoBGP adds it per peer.
-// GoBGP keeps a locally originated, specified next hop for eBGP peers too.
-func routePath(m flowspec.Match, a flowspec.Action, withdraw bool) *api.Path {
-	fam := famUnicast4
-	if m.Family() == flowspec.IPv6Unicast {
-		fam = famUnicast6
-	}
-	buf := make([]byte, 0, 128)
-	buf = m.AppendTo(buf)
-	nlri := buf[:len(buf):len(buf)]
-
-	start := len(buf)
-	buf = append(buf, 0x40, 1, 1, 0) // ORIGIN IGP
-	attrs := [][]byte{buf[start:len(buf):len(buf)]}
-
 	nh, _ := a.NextHop()
-	switch {
-	case !nh.IsValid() && m.Family() == flowspec.IPv4Unicast:
-		nh = netip.IPv4Unspecified()
-	case !nh.IsValid():
-		nh = netip.IPv6Unspecified()
-	}
-	start = len(buf)
+	var nhAttr gobgp.PathAttributeInterface
 	if m.Family() == flowspec.IPv4Unicast {
-		buf = append(buf, 0x40, 3, 4) // NEXT_HOP, well-known transitive
-		buf, _ = nh.AppendBinary(buf)
+		nhAttr, err = gobgp.NewPathAttributeNextHop(nh)
 	} else {
-		mpLen := 2 + 1 + 1 + 16 + 1 + m.Len()
-		buf = appendAttrHdr(buf, 0x80, 14, mpLen)
-		buf = append(buf, 0, 2, 1, 16)
-		buf, _ = nh.AppendBinary(buf)
-		buf = append(buf, 0)
-		buf = m.AppendTo(buf)
+		nhAttr, err = gobgp.NewPathAttributeMpReachNLRI(gobgp.RF_IPv6_UC, []gobgp.PathNLRI{{NLRI: nlri}}, nh)
 	}
-	attrs = append(attrs, buf[start:len(buf):len(buf)])
-
-	if comms := a.AppendCommunities(nil); !withdraw && len(comms) > 0 {
-		start = len(buf)
-		buf = appendAttrHdr(buf, 0xc0, 8, len(comms)) // COMMUNITIES, optional transitive
-		buf = append(buf, comms...)
-		attrs = append(attrs, buf[start:len(buf):len(buf)])
+	if err != nil {
+		return nil, fmt.Errorf("next hop %s: %w", nh, err)
 	}
-	return &api.Path{Family: fam, NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw}
+	attrs := []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), nhAttr}
+	if comms := a.AppendCommunities(nil); len(comms) > 0 {
+		vals := make([]uint32, 0, len(comms)/4)
+		for i := 0; i+4 <= len(comms); i += 4 {
+			vals = append(vals, binary.BigEndian.Uint32(comms[i:]))
+		}
+		attrs = append(attrs, gobgp.NewPathAttributeCommunities(vals))
+	}
+	return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs}, nil
 }
 
 // decodeRouteAction reads the communities and next hop of a unicast path.
-func decodeRouteAction(p *api.Path) (flowspec.Action, error) {
-	attrs, err := apiutil.GetNativePathAttributes(p)
-	if err != nil {
-		return flowspec.Action{}, err
-	}
+func decodeRouteAction(p *apiutil.Path) (flowspec.Action, error) {
 	var comms []byte
 	var nh netip.Addr
-	for _, at := range attrs {
+	for _, at := range p.Attrs {
 		switch a := at.(type) {
 		case *gobgp.PathAttributeCommunities:
 			for _, c := range a.Value {
 				comms = binary.BigEndian.AppendUint32(comms, c)
 			}
 		case *gobgp.PathAttributeNextHop:
-			nh, _ = netip.AddrFromSlice(a.Value)
+			nh = a.Value
 		case *gobgp.PathAttributeMpReachNLRI:
-			nh, _ = netip.AddrFromSlice(a.Nexthop)
+			nh = a.Nexthop
 		}
 	}
 	if nh.IsValid() && nh.Unmap().IsUnspecified() {
 		nh = netip.Addr{}
 	}
 	return flowspec.DecodeRouteAction(comms, nh.Unmap())
-}
-
-// pathAction decodes the action of a local path of family fam.
-func pathAction(fam flowspec.Family, p *api.Path) (flowspec.Action, error) {
-	if fam.IsRoute() {
-		return decodeRouteAction(p)
-	}
-	return decodeAction(p)
-}
-
-// apiFamily is the GoBGP family of f.
-func (s *Speaker) apiFamily(f flowspec.Family) *api.Family {
-	switch f {
-	case flowspec.IPv6:
-		return s.fam6
-	case flowspec.IPv4Unicast:
-		return famUnicast4
-	case flowspec.IPv6Unicast:
-		return famUnicast6
-	}
-	return s.fam4
-}
-
-// routeFamilyOf maps a GoBGP unicast family to a route family.
-func routeFamilyOf(f *api.Family) (flowspec.Family, bool) {
-	if f == nil || f.Safi != api.Family_SAFI_UNICAST {
-		return 0, false
-	}
-	switch f.Afi {
-	case api.Family_AFI_IP:
-		return flowspec.IPv4Unicast, true
-	case api.Family_AFI_IP6:
-		return flowspec.IPv6Unicast, true
-	}
-	return 0, false
 }

@@ -32,13 +32,13 @@ func TestRouteSiteNextHop(t *testing.T) {
 	r6 := parseRule(t, "route 2001:db8::7/128 then blackhole")
 	explicit := parseRule(t, "route 203.0.113.8/32 then blackhole next-hop 192.0.2.9")
 
-	if err := s.Announce(ctx, r4); err != nil {
+	if err := announceOne(s, ctx, r4); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Announce(ctx, explicit); err != nil {
+	if err := announceOne(s, ctx, explicit); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Announce(ctx, r6); !errors.Is(err, ErrNoNextHop) {
+	if err := announceOne(s, ctx, r6); !errors.Is(err, ErrNoNextHop) {
 		t.Fatalf("IPv6 route without a site next hop: %v", err)
 	}
 	eventually(t, 5*time.Second, "routes in the mirror", func() bool {
@@ -59,10 +59,10 @@ func TestRouteSiteNextHop(t *testing.T) {
 		t.Errorf("explicit next hop: %v", m[explicit.Match])
 	}
 	// Re-announcing (what the reconciler does) converges again.
-	if err := s.Announce(ctx, r4); err != nil {
+	if err := announceOne(s, ctx, r4); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Announce(ctx, r6); err != nil {
+	if err := announceOne(s, ctx, r6); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "re-announced routes", func() bool {
@@ -70,7 +70,7 @@ func TestRouteSiteNextHop(t *testing.T) {
 		return m[r4.Match] == r4.Action && m[r6.Match] == r6.Action
 	})
 	for _, r := range []flowspec.Rule{r4, r6, explicit} {
-		if err := s.Withdraw(ctx, r.Match); err != nil {
+		if err := withdrawOne(s, ctx, r.Match); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func TestRouteInBIRD(t *testing.T) {
 	r4 := parseRule(t, "route 203.0.113.7/32 then blackhole")
 	r6 := parseRule(t, "route 2001:db8::7/128 then blackhole")
 	for _, r := range []flowspec.Rule{r4, r6} {
-		if err := s.Announce(ctx, r); err != nil {
+		if err := announceOne(s, ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRouteInBIRD(t *testing.T) {
 	check("up6", "2001:db8::7/128", "100::1")
 
 	for _, r := range []flowspec.Rule{r4, r6} {
-		if err := s.Withdraw(ctx, r.Match); err != nil {
+		if err := withdrawOne(s, ctx, r.Match); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +24,10 @@ import (
 	"testing"
 	"time"
 
-	gobgpapi "github.com/osrg/gobgp/v3/api"
-	"github.com/osrg/gobgp/v3/pkg/server"
+	gobgpapi "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
@@ -329,7 +332,7 @@ func (d *benchDaemon) stop() {
 	}
 }
 
-// rawProc is a raw GoBGP v3.37.0 speaker in its own process (this test
+// rawProc is a raw GoBGP v4.8.0 speaker in its own process (this test
 // binary re-executed as TestHelperRawGoBGP), driven over stdin/stdout.
 type rawProc struct {
 	b    testing.TB
@@ -410,7 +413,7 @@ func (r *rawProc) pid() int { return r.cmd.Process.Pid }
 // benchmarks, run only when rawHelperEnv is set. Commands, one a line:
 //
 //	peer ADDR PORT     add a BGP neighbor (AS 65001, FlowSpec v4+v6)
-//	add FROM TO        AddPath rules [FROM, TO) as wire bytes; replies the seconds
+//	add FROM TO        AddPath rules [FROM, TO), rawBatch per call; replies the seconds
 //	churn TOTAL LIVE   add TOTAL distinct rules, deleting each LIVE later
 //	gc                 runtime GC + scavenge (not used for the RSS figures)
 func TestHelperRawGoBGP(t *testing.T) {
@@ -457,8 +460,8 @@ func TestHelperRawGoBGP(t *testing.T) {
 			from, _ := strconv.Atoi(f[1])
 			to, _ := strconv.Atoi(f[2])
 			t0 := time.Now()
-			for i := from; i < to; i++ {
-				if _, err := srv.AddPath(context.Background(), &gobgpapi.AddPathRequest{Path: rawPath(i, false)}); err != nil {
+			for lo := from; lo < to; lo += rawBatch {
+				if _, err := srv.AddPath(apiutil.AddPathRequest{Paths: rawPaths(lo, min(lo+rawBatch, to), false)}); err != nil {
 					fail(err)
 				}
 			}
@@ -471,20 +474,20 @@ func TestHelperRawGoBGP(t *testing.T) {
 			total, _ := strconv.Atoi(f[1])
 			live, _ := strconv.Atoi(f[2])
 			t0 := time.Now()
-			for i := range total {
-				if _, err := srv.AddPath(context.Background(), &gobgpapi.AddPathRequest{Path: rawPath(i, false)}); err != nil {
+			const step = 100 // rules added (and, past live, deleted) per pair of calls
+			for lo := 0; lo < total; lo += step {
+				hi := min(lo+step, total)
+				if _, err := srv.AddPath(apiutil.AddPathRequest{Paths: rawPaths(lo, hi, false)}); err != nil {
 					fail(err)
 				}
-				if i >= live {
-					p := rawPath(i-live, true)
-					if err := srv.DeletePath(context.Background(), &gobgpapi.DeletePathRequest{Family: p.Family, Path: p}); err != nil {
+				if hi > live {
+					if err := srv.DeletePath(apiutil.DeletePathRequest{Paths: rawPaths(max(lo-live, 0), hi-live, true)}); err != nil {
 						fail(err)
 					}
 				}
 			}
-			for i := max(total-live, 0); i < total; i++ {
-				p := rawPath(i, true)
-				if err := srv.DeletePath(context.Background(), &gobgpapi.DeletePathRequest{Family: p.Family, Path: p}); err != nil {
+			for lo := max(total-live, 0); lo < total; lo += rawBatch {
+				if err := srv.DeletePath(apiutil.DeletePathRequest{Paths: rawPaths(lo, min(lo+rawBatch, total), true)}); err != nil {
 					fail(err)
 				}
 			}
@@ -496,36 +499,57 @@ func TestHelperRawGoBGP(t *testing.T) {
 	os.Exit(0)
 }
 
-// rawPath is rule i in GoBGP's cheapest form (wire bytes), built the way
-// bgp/ builds it: ORIGIN IGP, MP_REACH (next hop 0.0.0.0) with the NLRI,
-// and the action's extended communities.
-func rawPath(i int, withdraw bool) *gobgpapi.Path {
-	r, err := flowspec.Parse(ruleText(i))
+// rawBatch is the paths per AddPath call of the raw baseline: the batch
+// size bgp/ uses.
+const rawBatch = 2000
+
+// rawPaths are rules [from, to) as GoBGP's native paths, built the way
+// bgp/ builds them: ORIGIN IGP, MP_REACH (next hop 0.0.0.0) and the
+// action's extended communities; withdrawals carry the NLRI only.
+func rawPaths(from, to int, withdraw bool) []*apiutil.Path {
+	out := make([]*apiutil.Path, 0, max(to-from, 0))
+	for i := from; i < to; i++ {
+		out = append(out, nativePath(mustParse(ruleText(i)), withdraw))
+	}
+	return out
+}
+
+func mustParse(text string) flowspec.Rule {
+	r, err := flowspec.Parse(text)
 	if err != nil {
 		panic(err)
 	}
-	nlri := r.Match.AppendTo(nil)
-	origin := []byte{0x40, 1, 1, 0}
-	mp := []byte{0x90, 14, 0, 0, 0, 1, 133, 4, 0, 0, 0, 0, 0}
-	mp = append(mp, nlri...)
-	putLen(mp)
-	attrs := [][]byte{origin, mp}
-	if !withdraw {
-		ext := []byte{0xc0 | 0x10, 16, 0, 0}
-		ext = r.Action.AppendExtCommunities(ext)
-		putLen(ext)
-		attrs = append(attrs, ext)
-	}
-	return &gobgpapi.Path{
-		Family:     &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
-		NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw,
-	}
+	return r
 }
 
-// putLen writes the length of an extended-length attribute into its header.
-func putLen(attr []byte) {
-	n := len(attr) - 4
-	attr[2], attr[3] = byte(n>>8), byte(n)
+// nativePath is r as GoBGP's native path.
+func nativePath(r flowspec.Rule, withdraw bool) *apiutil.Path {
+	nlri, err := gobgp.NLRIFromSlice(gobgp.RF_FS_IPv4_UC, r.Match.AppendTo(nil))
+	if err != nil {
+		panic(err)
+	}
+	p := &apiutil.Path{Family: gobgp.RF_FS_IPv4_UC, Nlri: nlri, Withdrawal: withdraw}
+	p.Attrs = append(p.Attrs, gobgp.NewPathAttributeOrigin(0))
+	if withdraw {
+		return p
+	}
+	mp, err := gobgp.NewPathAttributeMpReachNLRI(gobgp.RF_FS_IPv4_UC, []gobgp.PathNLRI{{NLRI: nlri}}, netip.IPv4Unspecified())
+	if err != nil {
+		panic(err)
+	}
+	p.Attrs = append(p.Attrs, mp)
+	if ext := r.Action.AppendExtCommunities(nil); len(ext) > 0 {
+		var cs []gobgp.ExtendedCommunityInterface
+		for i := 0; i+8 <= len(ext); i += 8 {
+			c, err := gobgp.ParseExtended(ext[i : i+8])
+			if err != nil {
+				panic(err)
+			}
+			cs = append(cs, c)
+		}
+		p.Attrs = append(p.Attrs, gobgp.NewPathAttributeExtendedCommunities(cs))
+	}
+	return p
 }
 
 // mustRule is rule i.

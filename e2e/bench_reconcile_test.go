@@ -36,14 +36,14 @@ type watchedSpeaker struct {
 	toReconciler, toTest chan struct{}
 }
 
-func (w *watchedSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
-	w.announces.Add(1)
-	return w.Speaker.Announce(ctx, r)
+func (w *watchedSpeaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
+	w.announces.Add(int64(len(rules)))
+	return w.Speaker.Announce(ctx, rules)
 }
 
-func (w *watchedSpeaker) Withdraw(ctx context.Context, m flowspec.Match) error {
-	w.withdraws.Add(1)
-	return w.Speaker.Withdraw(ctx, m)
+func (w *watchedSpeaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
+	w.withdraws.Add(int64(len(ms)))
+	return w.Speaker.Withdraw(ctx, ms)
 }
 
 func (w *watchedSpeaker) Changes() <-chan struct{} { return w.toReconciler }
@@ -234,7 +234,7 @@ func BenchmarkDriftRepair(b *testing.B) {
 			m := rows[(i*7919)%len(rows)].Rule.Match // spread over the table
 			before := p.rc.Drift().Readded
 			t0 := time.Now()
-			if err := p.sp.Speaker.Withdraw(context.Background(), m); err != nil {
+			if err := p.sp.Speaker.Withdraw(context.Background(), []flowspec.Match{m})[0]; err != nil {
 				b.Fatalf("withdraw behind the reconciler's back: %v", err)
 			}
 			gone := false

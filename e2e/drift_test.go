@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	gobgpapi "github.com/osrg/gobgp/v3/api"
+	gobgpapi "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -22,21 +23,16 @@ func driftFlow(i int) string {
 	return fmt.Sprintf("flow4 { dst 10.%d.%d.%d/32; proto 17; dport 53; }", i>>16&255, i>>8&255, i&255)
 }
 
-// wirePath is r as a GoBGP API path in wire form (as bgp/ builds it).
-func wirePath(r flowspec.Rule, withdraw bool) *gobgpapi.Path {
-	nlri := r.Match.AppendTo(nil)
-	mp := append([]byte{0x90, 14, 0, 0, 0, 1, 133, 4, 0, 0, 0, 0, 0}, nlri...)
-	putLen(mp)
-	attrs := [][]byte{{0x40, 1, 1, 0}, mp}
-	if !withdraw {
-		ext := r.Action.AppendExtCommunities([]byte{0xc0 | 0x10, 16, 0, 0})
-		putLen(ext)
-		attrs = append(attrs, ext)
+// apiPath is r as a path of GoBGP's gRPC API, as the stock gobgp CLI
+// would send it.
+func apiPath(t *testing.T, r flowspec.Rule, withdraw bool) *gobgpapi.Path {
+	t.Helper()
+	n := nativePath(r, withdraw)
+	p, err := apiutil.NewPath(n.Family, n.Nlri, withdraw, n.Attrs, time.Now())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &gobgpapi.Path{
-		Family:     &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
-		NlriBinary: nlri, PattrsBinary: attrs, IsWithdraw: withdraw,
-	}
+	return p
 }
 
 // withConfig rewrites the daemon's config with extra keys after line
@@ -79,7 +75,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	gc := gobgpapi.NewGobgpApiClient(conn)
+	gc := gobgpapi.NewGoBgpServiceClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -111,7 +107,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 
 	t.Run("withdrawn behind our back", func(t *testing.T) {
 		r0, _ := flowspec.Parse(ruleText(0))
-		if _, err := gc.DeletePath(ctx, &gobgpapi.DeletePathRequest{TableType: gobgpapi.TableType_GLOBAL, Family: wirePath(r0, true).Family, Path: wirePath(r0, true)}); err != nil {
+		if _, err := gc.DeletePath(ctx, &gobgpapi.DeletePathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Family: apiPath(t, r0, true).Family, Path: apiPath(t, r0, true)}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "re-add logged", func() bool { return d.logCount(`op=readd`) >= 1 })
@@ -120,7 +116,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 
 	t.Run("foreign path", func(t *testing.T) {
 		foreign, _ := flowspec.Parse(ruleText(77))
-		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_GLOBAL, Path: wirePath(foreign, false)}); err != nil {
+		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Path: apiPath(t, foreign, false)}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "orphan withdrawal logged", func() bool { return d.logCount(`op=orphan`) >= 1 })
@@ -130,7 +126,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 	t.Run("action changed", func(t *testing.T) {
 		r1, _ := flowspec.Parse(ruleText(1))
 		r1.Action = flowspec.RateLimit(125000)
-		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_GLOBAL, Path: wirePath(r1, false)}); err != nil {
+		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Path: apiPath(t, r1, false)}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, 10*time.Second, "replace logged", func() bool { return d.logCount(`op=replace`) >= 1 })

@@ -3,10 +3,10 @@ package flowspec
 import (
 	"testing"
 
-	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
-// The same rules, encoded by this package and by GoBGP v3.37.0's
+// The same rules, encoded by this package and by GoBGP v4.8.0's
 // pkg/packet/bgp. Run: go test ./flowspec -run '^$' -bench . -benchmem
 var benchRules = []struct {
 	name string
@@ -17,27 +17,22 @@ var benchRules = []struct {
 	{"ipv6-6components", IPv6, "destination 2001:db8:1::/48 source 2001:db8:2::/48 protocol ==6 destination-port >=1024&<=2048 tcp-flags =S&!=A packet-length <1500"},
 }
 
-type gobgpNLRI interface {
-	DecodeFromBytes([]byte, ...*bgp.MarshallingOption) error
-	Serialize(...*bgp.MarshallingOption) ([]byte, error)
-	String() string
-}
-
-func newGoBGP(fam Family) gobgpNLRI {
+// gobgpFamily is GoBGP's FlowSpec family of fam.
+func gobgpFamily(fam Family) bgp.Family {
 	if fam == IPv4 {
-		return bgp.NewFlowSpecIPv4Unicast(nil)
+		return bgp.RF_FS_IPv4_UC
 	}
-	return bgp.NewFlowSpecIPv6Unicast(nil)
+	return bgp.RF_FS_IPv6_UC
 }
 
-func benchSetup(b *testing.B, fam Family, text string) (Match, []byte, gobgpNLRI) {
+func benchSetup(b *testing.B, fam Family, text string) (Match, []byte, bgp.NLRI) {
 	m, err := ParseMatch(fam, text)
 	if err != nil {
 		b.Fatal(err)
 	}
 	wire := m.AppendTo(nil)
-	g := newGoBGP(fam)
-	if err := g.DecodeFromBytes(wire); err != nil {
+	g, err := bgp.NLRIFromSlice(gobgpFamily(fam), wire)
+	if err != nil {
 		b.Fatal(err)
 	}
 	if out, err := g.Serialize(); err != nil || string(out) != string(wire) {
@@ -81,7 +76,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.Run("gobgp/"+r.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := newGoBGP(r.fam).DecodeFromBytes(wire); err != nil {
+				if _, err := bgp.NLRIFromSlice(gobgpFamily(r.fam), wire); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/osrg/gobgp/v3/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 )
 
 func famOf(b byte) Family {
@@ -87,30 +87,23 @@ func FuzzText(f *testing.F) {
 	})
 }
 
-// gobgpDecode decodes with GoBGP v3.37.0 and re-serializes; it reports a
-// panic as an error (GoBGP v3 panics on some malformed IPv6 input).
+// gobgpDecode decodes with GoBGP v4.8.0 and re-serializes; it reports a
+// panic as an error (GoBGP v3 panicked on some malformed IPv6 input; a
+// panic in v4 is a finding).
 func gobgpDecode(fam Family, b []byte) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("gobgp panic: %v", r)
 		}
 	}()
-	var n interface {
-		DecodeFromBytes([]byte, ...*bgp.MarshallingOption) error
-		Serialize(...*bgp.MarshallingOption) ([]byte, error)
-	}
-	if fam == IPv4 {
-		n = bgp.NewFlowSpecIPv4Unicast(nil)
-	} else {
-		n = bgp.NewFlowSpecIPv6Unicast(nil)
-	}
-	if err := n.DecodeFromBytes(b); err != nil {
+	n, err := bgp.NLRIFromSlice(gobgpFamily(fam), b)
+	if err != nil {
 		return nil, err
 	}
 	return n.Serialize()
 }
 
-// FuzzGoBGP is a differential test against GoBGP v3.37.0: every NLRI this
+// FuzzGoBGP is a differential test against GoBGP v4.8.0: every NLRI this
 // package accepts and that GoBGP is not known to break (under 240 bytes,
 // no IPv6 prefix offset, zero prefix padding) must decode in GoBGP and re-serialize to the same
 // bytes. The converse does not hold: GoBGP accepts malformed input.

@@ -145,7 +145,7 @@ func BenchmarkDriftRepair100k(b *testing.B) {
 		i++
 		before := r.Drift().Readded
 		start := time.Now()
-		if err := sp.Withdraw(ctx, rule.Match); err != nil {
+		if err := sp.Withdraw(ctx, []flowspec.Match{rule.Match})[0]; err != nil {
 			b.Fatal(err)
 		}
 		for {

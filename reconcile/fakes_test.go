@@ -286,7 +286,15 @@ func (s *fakeSpeaker) notify() {
 
 func (s *fakeSpeaker) Changes() <-chan struct{} { return s.changes }
 
-func (s *fakeSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
+func (s *fakeSpeaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
+	errs := make([]error, len(rules))
+	for i, r := range rules {
+		errs[i] = s.announce(r)
+	}
+	return errs
+}
+
+func (s *fakeSpeaker) announce(r flowspec.Rule) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
@@ -301,18 +309,20 @@ func (s *fakeSpeaker) Announce(ctx context.Context, r flowspec.Rule) error {
 	return nil
 }
 
-func (s *fakeSpeaker) Withdraw(ctx context.Context, m flowspec.Match) error {
+func (s *fakeSpeaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls++
-	if s.holdWithdraw {
-		s.held = append(s.held, m)
-		return nil
+	for _, m := range ms {
+		s.calls++
+		if s.holdWithdraw {
+			s.held = append(s.held, m)
+			continue
+		}
+		delete(s.rib, m)
+		s.mark(m)
 	}
-	delete(s.rib, m)
-	s.mark(m)
 	s.notify()
-	return nil
+	return make([]error, len(ms))
 }
 
 func (s *fakeSpeaker) Paths(fn func(flowspec.Match, flowspec.Action)) bool {

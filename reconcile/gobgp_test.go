@@ -71,10 +71,10 @@ func TestGoBGPSecondPassChangesNothing(t *testing.T) {
 	}
 	// A path announced behind the store's back (an orphan) and a rule whose
 	// path carries another action (drift).
-	if err := sp.Announce(ctx, testRule(t, 1000, discard())); err != nil {
+	if err := sp.Announce(ctx, []flowspec.Rule{testRule(t, 1000, discard())})[0]; err != nil {
 		t.Fatal(err)
 	}
-	if err := sp.Announce(ctx, testRule(t, 1, rateLimit(5))); err != nil {
+	if err := sp.Announce(ctx, []flowspec.Rule{testRule(t, 1, rateLimit(5))})[0]; err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "mirror shows the preloaded paths", func() bool { return len(ribOf(sp)) == 2 })
@@ -198,7 +198,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	settle("update shown")
 
 	// Drift: a path deleted behind our back.
-	if err := sp.Withdraw(ctx, testRule(t, 5, discard()).Match); err != nil {
+	if err := sp.Withdraw(ctx, []flowspec.Match{testRule(t, 5, discard()).Match})[0]; err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "mirror shows the deletion", func() bool { return len(ribOf(sp)) == n-1 })

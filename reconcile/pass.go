@@ -311,12 +311,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 
 	// Retiring rules first, then make before break: everything desired,
 	// then orphans (see storm.go for the order and the pacing).
-	for _, it := range p.Retire {
-		if ctx.Err() != nil {
-			break
-		}
-		r.withdraw(ctx, it, "retire", v, now, res, &st)
-	}
+	r.withdrawAll(ctx, p.Retire, "retire", v, now, res, &st)
 	adds := p.Add
 	if budget >= 0 {
 		r.enqueue(p.Add)
@@ -350,12 +345,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.log.Warn("too many orphan paths; withdrawing none of them",
 			"orphans", len(p.Withdraw), "max_withdraw_per_pass", r.cfg.MaxWithdrawPerPass)
 	default:
-		for _, it := range p.Withdraw {
-			if ctx.Err() != nil {
-				break
-			}
-			r.withdraw(ctx, it, "orphan", v, now, res, &st)
-		}
+		r.withdrawAll(ctx, p.Withdraw, "orphan", v, now, res, &st)
 	}
 	if ctx.Err() != nil {
 		res.Err = joinErr(res.Err, "interrupted: "+ctx.Err().Error())
@@ -598,19 +588,21 @@ func (r *Reconciler) failed(m flowspec.Match, o op, a flowspec.Action, err error
 	return retryIn, false
 }
 
-// announceParallel is how many Announce calls a pass keeps in flight.
-// Each is a round trip into GoBGP's server loop; made one after another,
-// the loop idles while the reconciler handles each answer and prepares the
-// next request (measured: the loop was busy a third of a 100,000-rule
-// restart). With a few in flight it always has the next one queued:
-// reconcile.BenchmarkInitialSync100k/rate=0 took 2.4 s with 8, 2.6–2.8 s
-// with 1 (same machine, alternating runs). The
-// items of one call have distinct Matches, so their order does not matter;
-// all of them complete before the pass goes on (make before break).
-const announceParallel = 8
+// announceBatch is how many rules one Announce call carries, and
+// announceParallel how many such calls a pass keeps in flight. GoBGP takes
+// a batch in one step of its server loop and packs NLRIs with the same
+// attributes into one UPDATE; with two batches in flight its loop always
+// has the next one queued while the reconciler prepares or books the
+// other. The items of one pass have distinct Matches, so their order does
+// not matter; all of them complete before the pass goes on (make before
+// break).
+const (
+	announceBatch    = 2000
+	announceParallel = 2
+)
 
 // announceAll announces items (adds or updates, kind says which): the
-// requests go out concurrently, the bookkeeping runs on the loop goroutine
+// batches go out concurrently, the bookkeeping runs on the loop goroutine
 // in item order.
 func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string, now time.Time, res *PassResult, st *statusBatch) {
 	todo := items[:0:0]
@@ -634,27 +626,32 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	}
 	errs := make([]error, len(todo))
 	done := make([]bool, len(todo))
-	if len(todo) == 1 {
-		errs[0], done[0] = r.s.Announce(ctx, todo[0].Rule()), true
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(announceParallel, len(todo)) {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= len(todo) || ctx.Err() != nil {
-						return
-					}
-					errs[i], done[i] = r.s.Announce(ctx, todo[i].Rule()), true
+	batches := (len(todo) + announceBatch - 1) / announceBatch
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(announceParallel, batches) {
+		wg.Go(func() {
+			for {
+				b := int(next.Add(1) - 1)
+				if b >= batches || ctx.Err() != nil {
+					return
 				}
-			})
-		}
-		wg.Wait()
+				lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
+				rules := make([]flowspec.Rule, hi-lo)
+				for i := range rules {
+					rules[i] = todo[lo+i].Rule()
+				}
+				copy(errs[lo:hi], r.s.Announce(ctx, rules))
+				for i := lo; i < hi; i++ {
+					done[i] = true
+				}
+			}
+		})
 	}
+	wg.Wait()
 	for i, it := range todo {
 		if !done[i] {
-			break // interrupted: the caller reports it
+			continue // interrupted: the caller reports it
 		}
 		r.announced(it, kind, errs[i], now, res, st)
 	}
@@ -703,16 +700,37 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 	r.logChange(changeAnnounced, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 }
 
-func (r *Reconciler) withdraw(ctx context.Context, it Item, kind string, v *view, now time.Time, res *PassResult, st *statusBatch) {
-	if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
+// withdrawAll withdraws items (kind: "retire" or "orphan") in one call to
+// the speaker, then does the bookkeeping of each in order.
+func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string, v *view, now time.Time, res *PassResult, st *statusBatch) {
+	todo := items[:0:0]
+	for _, it := range items {
+		if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
+			continue
+		}
+		if r.cfg.DryRun {
+			res.Withdrawn++
+			r.log.Debug("would withdraw", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+			continue
+		}
+		todo = append(todo, it)
+	}
+	if len(todo) == 0 || ctx.Err() != nil {
 		return
 	}
-	if r.cfg.DryRun {
-		res.Withdrawn++
-		r.log.Debug("would withdraw", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
-		return
+	ms := make([]flowspec.Match, len(todo))
+	for i, it := range todo {
+		ms[i] = it.Match
 	}
-	if err := r.s.Withdraw(ctx, it.Match); err != nil {
+	errs := r.s.Withdraw(ctx, ms)
+	for i, it := range todo {
+		r.withdrawn(it, kind, errs[i], v, now, res, st)
+	}
+}
+
+// withdrawn does the bookkeeping of one withdrawal that returned err.
+func (r *Reconciler) withdrawn(it Item, kind string, err error, v *view, now time.Time, res *PassResult, st *statusBatch) {
+	if err != nil {
 		res.Errors++
 		for _, rr := range v.retiring[it.Match] {
 			st.set(rr.ID, true, err.Error())

@@ -47,10 +47,12 @@ type Desired interface {
 
 // Speaker is what the reconciler needs of the BGP speaker.
 type Speaker interface {
-	// Announce adds or replaces the local path for r.
-	Announce(ctx context.Context, r flowspec.Rule) error
-	// Withdraw deletes the local path whose NLRI is m.
-	Withdraw(ctx context.Context, m flowspec.Match) error
+	// Announce adds or replaces the local paths for rules; errs[i] is
+	// the outcome for rules[i].
+	Announce(ctx context.Context, rules []flowspec.Rule) (errs []error)
+	// Withdraw deletes the local paths whose NLRIs are ms; errs[i] is the
+	// outcome for ms[i].
+	Withdraw(ctx context.Context, ms []flowspec.Match) (errs []error)
 	// Paths calls fn for every locally originated path in the mirror of
 	// the RIB; ok is false (and fn is not called) until it is initialised.
 	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
