@@ -54,6 +54,9 @@ usage:
   ribkeeper peers [--json]                BGP sessions and their state
   ribkeeper status [--json]               peers, rule counts, last reconcile pass
   ribkeeper diff [--json]                 what the next reconcile pass would change
+  ribkeeper shutdown [--withdraw]         stop the daemon; --withdraw first takes every
+                                          rule off the routers and waits until they are sent
+                                          (SIGTERM keeps them on graceful-restart routers)
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
 
@@ -95,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff":
+	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
 		socket, rest, code := clientSocket(args, stderr)
 		if socket == "" {
 			return code
@@ -189,10 +192,16 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	}
 	defer st.Close()
 
-	sp := bgp.New(log.Named("bgp"), bgpConfig(cfg))
+	bc := bgpConfig(cfg)
+	// Sessions come up once the whole desired table is in the speaker
+	// (rec.Loaded below): routers get it complete before End-of-RIB.
+	bc.HoldPeers = true
+	sp := bgp.New(log.Named("bgp"), bc)
 	if err := sp.Start(ctx); err != nil {
 		return err
 	}
+	// A stop keeps the rules on graceful-restart routers (no Cease);
+	// `ribkeeper shutdown --withdraw` takes them down first.
 	defer sp.Stop()
 
 	mx := api.NewMetrics(log.Named("metrics"))
@@ -212,7 +221,12 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
 	}
-	srv := api.New(log.Named("api"), api.Guarded(st, guards), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	recCtx, stopRec := context.WithCancel(ctx)
+	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
+	srv := api.New(log.Named("api"), api.Guarded(st, guards), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
+		api.WithSendable(bgp.Sendable), api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
@@ -225,24 +239,46 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
 		firstErr error
 	)
+	fail := func(name string, err error) {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			once.Do(func() { firstErr = fmt.Errorf("%s: %w", name, err) })
+		}
+	}
 	goRun := func(name string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				once.Do(func() { firstErr = fmt.Errorf("%s: %w", name, err) })
-			}
+			fail(name, f(ctx))
 			cancel() // one part stopping stops all
 		}()
 	}
-	goRun("reconcile", rec.Run)
+	// The reconciler has its own context: a shutdown stops it first, so
+	// that nothing re-announces what is being withdrawn.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(sd.recDone)
+		if err := rec.Run(recCtx); err != nil {
+			fail("reconcile", err)
+			cancel()
+		}
+	}()
+	go func() {
+		select {
+		case <-rec.Loaded():
+		case <-ctx.Done():
+			return
+		}
+		if err := sp.StartPeers(ctx); err != nil {
+			fail("bgp peers", err)
+			cancel()
+		}
+	}()
 	goRun("memory", func(ctx context.Context) error {
 		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
 		return nil
@@ -345,4 +381,37 @@ func flowspecCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "match %s\n", m)
 	return 0
+}
+
+// shutdownWait bounds how long `ribkeeper shutdown --withdraw` waits for
+// the withdrawals to reach the routers before closing the sessions with a
+// Cease (which makes them flush anyway).
+const shutdownWait = 30 * time.Second
+
+// shutdowner stops the daemon on `ribkeeper shutdown` (api.Shutdowner).
+type shutdowner struct {
+	log     hclog.Logger
+	sp      *bgp.Speaker
+	stopRec context.CancelFunc // stops the reconciler
+	recDone chan struct{}      // closed when it has stopped
+	stopAll context.CancelFunc // then everything else
+}
+
+func (s *shutdowner) Shutdown(ctx context.Context, withdraw bool) error {
+	s.stopRec()
+	<-s.recDone // no pass in flight re-announces what is withdrawn
+	defer s.stopAll()
+	if !withdraw {
+		s.sp.Stop()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, shutdownWait)
+	defer cancel()
+	s.log.Warn("withdrawing every rule from every router before stopping")
+	if err := s.sp.StopWithdrawn(ctx); err != nil {
+		s.log.Error("withdrawing everything", "error", err)
+		return err
+	}
+	s.log.Info("every rule withdrawn; stopping")
+	return nil
 }

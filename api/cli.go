@@ -23,6 +23,7 @@ const cliUsage = `usage:
   ribkeeper peers [--json]
   ribkeeper status [--json]
   ribkeeper diff [--json]
+  ribkeeper shutdown [--withdraw]        stop the daemon; --withdraw first takes every rule off the routers
 `
 
 // Exit codes of RunCLI.
@@ -105,6 +106,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.status(ctx, args[1:])
 	case "diff":
 		return c.diff(ctx, args[1:])
+	case "shutdown":
+		return c.shutdownCmd(ctx, args[1:])
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(c.stderr, cliUsage)
 		return flag.ErrHelp

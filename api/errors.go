@@ -12,13 +12,14 @@ import (
 
 // Error codes. They are part of the API and do not change; messages may.
 const (
-	CodeInvalidBody      = "invalid_body"  // the body is not the JSON object the route expects
-	CodeInvalidRule      = "invalid_rule"  // the rule text does not parse
-	CodeInvalidTTL       = "invalid_ttl"   // ttl is not a positive Go duration
-	CodeInvalidInput     = "invalid_input" // the store refused a value (e.g. a site name); see field and message
-	CodeInvalidState     = "invalid_state" // unknown ?state= value
-	CodeInvalidID        = "invalid_id"    // the rule id is not a positive integer
-	CodeNotFound         = "not_found"     // no such rule, or no such route
+	CodeInvalidBody      = "invalid_body"    // the body is not the JSON object the route expects
+	CodeInvalidRule      = "invalid_rule"    // the rule text does not parse
+	CodeInvalidTTL       = "invalid_ttl"     // ttl is not a positive Go duration
+	CodeInvalidInput     = "invalid_input"   // the store refused a value (e.g. a site name); see field and message
+	CodeUnsendable       = "unsendable_rule" // valid, but the BGP speaker cannot carry it (422); the message says why
+	CodeInvalidState     = "invalid_state"   // unknown ?state= value
+	CodeInvalidID        = "invalid_id"      // the rule id is not a positive integer
+	CodeNotFound         = "not_found"       // no such rule, or no such route
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeBodyTooLarge     = "body_too_large"
 	CodeUnauthorized     = "unauthorized" // TCP listener: no bearer token, or an unknown one (401)

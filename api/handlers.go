@@ -165,6 +165,12 @@ func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, er
 	if !rule.IsValid() {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text", "rule text: incomplete rule")
 	}
+	if s.opts.sendable != nil {
+		if err := s.opts.sendable(rule.Match); err != nil {
+			return store.Input{}, newError(http.StatusUnprocessableEntity, CodeUnsendable, field+"text",
+				"%s", oneLine(err.Error()))
+		}
+	}
 	var expires time.Time
 	if req.TTL != "" {
 		d, err := time.ParseDuration(strings.TrimSpace(req.TTL))

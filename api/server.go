@@ -64,6 +64,8 @@ type options struct {
 	metrics         http.Handler
 	observer        RequestObserver
 	passes          Passes
+	shutdown        Shutdowner
+	sendable        func(flowspec.Match) error
 }
 
 // RequestObserver is told about every request the API answered (implemented
@@ -91,6 +93,13 @@ func WithMetrics(h http.Handler, obs RequestObserver) Option {
 // WithReconciler lets GET /v1/status report the last reconcile pass.
 func WithReconciler(p Passes) Option {
 	return func(o *options) { o.passes = p }
+}
+
+// WithSendable refuses rules that check says can never be announced (the
+// speaker's limits, bgp.Sendable) with 422 unsendable_rule, before they
+// are stored: an acknowledged rule must be one that can reach the routers.
+func WithSendable(check func(flowspec.Match) error) Option {
+	return func(o *options) { o.sendable = check }
 }
 
 // WithMaxBodyBytes limits request bodies (default DefaultMaxBodyBytes);
@@ -166,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return fmt.Errorf("api: control socket: %w", err)
 	}
 	defer cleanup()
-	return s.serve(ctx, ln, withProfiling(s.handler), "control socket", socketPath)
+	return s.serve(ctx, ln, s.withShutdown(withProfiling(s.handler)), "control socket", socketPath)
 }
 
 // serve serves h on ln until ctx is done, then shuts down gracefully.

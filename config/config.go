@@ -75,6 +75,9 @@ type Session struct {
 	// RestartTime.
 	GracefulRestart bool
 	RestartTime     time.Duration
+	// ConnectRetry is the time between connection attempts and after a
+	// reset (DefaultConnectRetry when unset).
+	ConnectRetry time.Duration
 	Description     string
 }
 

@@ -24,11 +24,18 @@ type sessionFile struct {
 	PasswordFile      string   `toml:"password_file"`
 	GracefulRestart   bool     `toml:"graceful_restart"`
 	RestartTime       string   `toml:"restart_time"`
+	ConnectRetry      string   `toml:"connect_retry"`
 }
 
 // DefaultRestartTime is the graceful restart time when restart_time is
 // not set.
 const DefaultRestartTime = 120 * time.Second
+
+// DefaultConnectRetry is the time between connection attempts to a
+// neighbor (and the wait after a session reset) when connect_retry is not
+// set: a router that was not ready is retried within seconds, not after
+// GoBGP's default of 120 s.
+const DefaultConnectRetry = 5 * time.Second
 
 // Default RTBH next hops: TEST-NET-1's 192.0.2.1, customarily routed to a
 // discard interface for RTBH, and RFC 6666's discard-only prefix for IPv6.
@@ -96,6 +103,10 @@ func (v *validator) session(key func(string) string, s *sessionFile, neighbor bo
 		if d := v.duration(key("restart_time"), s.RestartTime, time.Second, 4095*time.Second, "the graceful restart time is 1s..4095s (RFC 4724: 12 bits)"); d > 0 {
 			out.RestartTime = d
 		}
+	}
+	out.ConnectRetry = DefaultConnectRetry
+	if d := v.duration(key("connect_retry"), s.ConnectRetry, 2*time.Second, time.Hour, "the connect retry is 2s..1h (GoBGP waits at least 2s between attempts)"); d > 0 {
+		out.ConnectRetry = d
 	}
 	return out
 }

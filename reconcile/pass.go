@@ -36,6 +36,9 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 	r.last = res
 	r.mu.Unlock()
 	r.recorder().PassDone(res)
+	if !res.partial {
+		r.loadedOnce.Do(func() { close(r.loaded) })
+	}
 
 	lvl := hclog.Debug
 	if res.Changed() {
@@ -100,6 +103,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.rereadWanted = true
 		res.Errors++
 		res.Err = "desired state unreadable: " + err.Error()
+		res.partial = true
 		r.log.Warn("cannot read desired state; doing nothing", "err", err)
 		return time.Time{}
 	default:
@@ -107,6 +111,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.rereadWanted = true
 		res.Errors++
 		res.Err = "desired state unreadable, working from the last rows read: " + err.Error()
+		res.partial = true
 		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "err", err)
 	}
 
@@ -186,7 +191,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		} else {
 			clear(r.actual)
 			if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
-				res.Err = joinErr(res.Err, "RIB mirror not initialised")
+				res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
 				r.log.Debug("RIB mirror not initialised; waiting")
 				return nextExpiry
 			}
@@ -203,7 +208,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		}
 		var ok bool
 		if p, ok = r.fullWalk(now, look, paths, size, gen, adopt); !ok {
-			res.Err = joinErr(res.Err, "RIB mirror not initialised")
+			res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
@@ -216,7 +221,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		desired, actual, ok := r.dirtyState(tracker, now)
 		if !ok {
 			r.fullDiff = true
-			res.Err = joinErr(res.Err, "RIB mirror not initialised")
+			res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
 			r.log.Debug("RIB mirror not initialised; waiting")
 			return nextExpiry
 		}
@@ -348,7 +353,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.withdrawAll(ctx, p.Withdraw, "orphan", v, now, res, &st)
 	}
 	if ctx.Err() != nil {
-		res.Err = joinErr(res.Err, "interrupted: "+ctx.Err().Error())
+		res.Err, res.partial = joinErr(res.Err, "interrupted: "+ctx.Err().Error()), true
 		return nextExpiry
 	}
 

@@ -147,6 +147,10 @@ type PassResult struct {
 	// mirror's generation unchanged since a pass with nothing to do, and so
 	// did nothing; its counts repeat that pass's.
 	Skipped bool
+
+	// partial is set for a pass that could not compare the desired state
+	// with the RIB (either unreadable) or was interrupted.
+	partial bool
 }
 
 // Changed reports whether the pass changed (or in a dry run would change)
@@ -184,6 +188,9 @@ type Reconciler struct {
 
 	mu   sync.Mutex
 	last PassResult
+
+	loaded     chan struct{} // closed by the first complete pass (Loaded)
+	loadedOnce sync.Once
 
 	readded, orphaned, replaced atomic.Uint64
 	restarts, reannounced       atomic.Uint64
@@ -249,6 +256,7 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 		actual:   make(map[flowspec.Match]flowspec.Action),
 		dirty:    make(map[flowspec.Match]struct{}),
 		fullDiff: true,
+		loaded:   make(chan struct{}),
 	}
 }
 
@@ -281,6 +289,12 @@ func (r *Reconciler) Drift() DriftCounts {
 	}
 	return d
 }
+
+// Loaded is closed once a pass has compared the whole desired state with
+// the RIB and handed every difference to the speaker (a rule the speaker
+// refused aside): the speaker's table is then the desired table, and the
+// daemon brings the BGP sessions up (see bgp.Config.HoldPeers).
+func (r *Reconciler) Loaded() <-chan struct{} { return r.loaded }
 
 // Run runs passes until ctx is done: one at once, then one per wake-up. It
 // returns nil when ctx is done.
