@@ -78,7 +78,7 @@ type Session struct {
 	// ConnectRetry is the time between connection attempts and after a
 	// reset (DefaultConnectRetry when unset).
 	ConnectRetry time.Duration
-	Description     string
+	Description  string
 }
 
 // Neighbor is one upstream router.
