@@ -45,14 +45,14 @@ func startServer(t *testing.T) *testServer {
 
 // startServerOver serves a Server over rules and a fake RIB on a real unix
 // socket.
-func startServerOver(t *testing.T, rules Rules) *testServer {
+func startServerOver(t *testing.T, rules Rules, opts ...Option) *testServer {
 	t.Helper()
 	ts := &testServer{
 		sock: filepath.Join(t.TempDir(), "run", "rk.sock"),
 		rib:  newFakeRIB(),
 	}
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
-	srv := New(log, rules, ts.rib, WithMaxBodyBytes(4096))
+	srv := New(log, rules, ts.rib, append([]Option{WithMaxBodyBytes(4096)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ts.sock) }()

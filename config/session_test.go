@@ -28,6 +28,7 @@ multihop_ttl = 2
 password_env = "RK_TEST_PW"
 graceful_restart = true
 restart_time = "60s"
+connect_retry = "10s"
 
 [[neighbor]]
 address = "2001:db8::2"
@@ -76,11 +77,11 @@ func TestEveryKnob(t *testing.T) {
 	want := Neighbor{Address: netip.MustParseAddr("127.0.0.2"), Port: 1790, LocalAddress: netip.MustParseAddr("127.0.0.1"), Passive: true,
 		Session: Session{ASN: 65001, Families: []flowspec.Family{flowspec.IPv4, flowspec.IPv4Unicast, flowspec.IPv6Unicast},
 			HoldTime: 30 * time.Second, KeepaliveInterval: 5 * time.Second, MultihopTTL: 2, Password: "from-env",
-			GracefulRestart: true, RestartTime: 60 * time.Second, Description: "edge"}}
+			GracefulRestart: true, RestartTime: 60 * time.Second, ConnectRetry: 10 * time.Second, Description: "edge"}}
 	if !reflect.DeepEqual(n, want) {
 		t.Errorf("neighbor 1:\n got  %+v\n want %+v", n, want)
 	}
-	if n := cfg.Neighbors[1]; n.Password != "from-file" || n.RestartTime != DefaultRestartTime || n.Port != 179 ||
+	if n := cfg.Neighbors[1]; n.Password != "from-file" || n.RestartTime != DefaultRestartTime || n.Port != 179 || n.ConnectRetry != DefaultConnectRetry ||
 		!reflect.DeepEqual(n.Families, []flowspec.Family{flowspec.IPv4, flowspec.IPv6}) {
 		t.Errorf("neighbor 2: %+v", n)
 	}
@@ -134,6 +135,7 @@ func TestSessionErrors(t *testing.T) {
 		{"password too long", nb + "password = \"" + strings.Repeat("x", 81) + "\"\n", "neighbor.0.password", 8, "limit is 80"},
 		{"restart without gr", nb + "restart_time = \"60s\"\n", "neighbor.0.restart_time", 8, "graceful_restart = true"},
 		{"restart too long", nb + "graceful_restart = true\nrestart_time = \"2h\"\n", "neighbor.0.restart_time", 9, "4095s"},
+		{"connect retry too short", nb + "connect_retry = \"1s\"\n", "neighbor.0.connect_retry", 8, "2s..1h"},
 		{"family twice", nb + "families = [\"ipv4-unicast\", \"ipv4-unicast\"]\n", "neighbor.0.families", 8, "twice"},
 		{"unknown family", nb + "families = [\"l2vpn-evpn\"]\n", "neighbor.0.families", 8, "ipv4-unicast"},
 		{"passive without listener", "[bgp]\nasn = 1\nrouter_id = \"1.1.1.1\"\nlisten_port = -1\n[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 2\npassive = true\n", "neighbor.0.passive", 8, "listen_port"},

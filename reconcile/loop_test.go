@@ -615,3 +615,40 @@ func TestStormUnpacedWithoutPeers(t *testing.T) {
 		t.Fatalf("pass after the session went down = %+v, RIB %d of %d", res, len(fs.snapshot()), n)
 	}
 }
+
+// Loaded (when the daemon brings the BGP sessions up) waits for a pass
+// that could read the desired state and the mirror, and has every desired
+// rule in the RIB by then.
+func TestLoadedAfterFirstCompletePass(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	for i := range 20 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	isLoaded := func() bool {
+		select {
+		case <-r.Loaded():
+			return true
+		default:
+			return false
+		}
+	}
+	st.setReadErr(errors.New("database is locked"))
+	pass(t, r)
+	if isLoaded() {
+		t.Fatal("loaded after a pass that could not read the desired state")
+	}
+	st.setReadErr(nil)
+	sp.setReady(false)
+	pass(t, r)
+	if isLoaded() {
+		t.Fatal("loaded after a pass that could not read the RIB")
+	}
+	sp.setReady(true)
+	pass(t, r)
+	if !isLoaded() {
+		t.Fatal("not loaded after a complete pass")
+	}
+	if got := len(sp.snapshot()); got != 20 {
+		t.Fatalf("loaded with %d of 20 rules in the RIB", got)
+	}
+}

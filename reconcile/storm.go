@@ -201,7 +201,7 @@ func (r *Reconciler) checkRestart() bool {
 	}
 	clear(r.expects)
 	r.reannouncing = true
-	r.log.Warn("speaker restarted; announcing every rule again")
+	r.log.Warn("speaker restarted; comparing every rule again")
 	return true
 }
 
