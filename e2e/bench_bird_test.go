@@ -1,13 +1,14 @@
 package e2e
 
 // Benchmarks of the whole ribkeeper binary against a real BIRD, each next
-// to the same scenario with a raw GoBGP v3.37.0 process (rawProc) and the
+// to the same scenario with a raw GoBGP v4.8.0 process (rawProc) and the
 // same kind of BIRD peer, in the same run. Sizes: RIBKEEPER_BENCH_RULES
 // (default 100,000) and RIBKEEPER_BENCH_CHURN (default 1,000,000). Each
 // benchmark body is one whole scenario; run them with -benchtime 1x.
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -27,12 +28,16 @@ func mb(v int64) float64 { return float64(v) / (1 << 20) }
 
 // BenchmarkBulk: N rules written through the API (batch endpoint, 1,000
 // per request) until BIRD holds all N, against the same N paths handed to
-// raw GoBGP with AddPath (wire bytes) until BIRD holds all N. Also the RSS
-// of each process holding the N paths (settled 3 s after BIRD had them),
-// and the RSS growth per path over the same process with an empty table.
+// raw GoBGP with AddPath (2,000 native paths per call) until BIRD holds
+// all N. Also the RSS of each process holding the N paths (settled 3 s
+// after BIRD had them), the RSS growth per path over the same process with
+// an empty table, and the UPDATE messages that crossed the wire (a
+// wireCounter between speaker and BIRD).
 func BenchmarkBulk(b *testing.B) {
 	n := benchRules(b)
+	var wc *wireCounter
 	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
+		b.ReportMetric(float64(wc.Updates()), "updates")
 		b.ReportMetric(float64(n), "rules")
 		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
 		b.ReportMetric(write.Seconds(), "write-s")
@@ -45,7 +50,9 @@ func BenchmarkBulk(b *testing.B) {
 	b.Run("ours", func(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
-			d, bird := startBenchPair(b)
+			var d *benchDaemon
+			var bird *birdtest.Router
+			d, bird, wc = startBenchPairCounted(b, true)
 			rss0, _, _ := settledRSS(b, d.pid(), nil)
 			b.StartTimer()
 			t0 := time.Now()
@@ -62,7 +69,8 @@ func BenchmarkBulk(b *testing.B) {
 			b.StopTimer()
 			raw := startRaw(b)
 			bird := startBird(b, benchBirdAddr, raw.port)
-			raw.do(fmt.Sprintf("peer %s %d", benchBirdAddr, bird.Port))
+			wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+			raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
 			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			b.StartTimer()

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -40,6 +41,7 @@ const (
 	benchSpeakerAddr = "127.0.0.11" // ribkeeper or raw GoBGP
 	benchBirdAddr    = "127.0.0.12" // BIRD
 	benchBird2Addr   = "127.0.0.13" // the fresh BIRD of the initial-sync baseline
+	benchRelayAddr   = "127.0.0.14" // the wireCounter between a speaker and BIRD
 )
 
 // benchEnv reads a positive integer size from the environment.
@@ -228,11 +230,24 @@ type benchDaemon struct {
 // startBenchPair starts BIRD and ribkeeper (SQLite, log level info as in
 // the example configuration) and waits for the session.
 func startBenchPair(b testing.TB) (*benchDaemon, *birdtest.Router) {
+	d, bird, _ := startBenchPairCounted(b, false)
+	return d, bird
+}
+
+// startBenchPairCounted is startBenchPair with, if count is set, a
+// wireCounter between ribkeeper and BIRD.
+func startBenchPairCounted(b testing.TB, count bool) (*benchDaemon, *birdtest.Router, *wireCounter) {
 	b.Helper()
 	birdtest.Binary(b)
 	dir := b.TempDir()
 	rkPort := birdtest.FreePort(b, benchSpeakerAddr)
 	bird := startBird(b, benchBirdAddr, rkPort)
+	peerAddr, peerPort := benchBirdAddr, bird.Port
+	var wc *wireCounter
+	if count {
+		wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+		peerAddr, peerPort = wc.Addr, wc.Port
+	}
 	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
 	conf := fmt.Sprintf(`site = "bench"
 [log]
@@ -252,7 +267,7 @@ families = ["ipv4-flowspec", "ipv6-flowspec"]
 socket = %[5]q
 [store]
 path = %[6]q
-`, benchSpeakerAddr, rkPort, benchBirdAddr, bird.Port, d.socket, filepath.Join(dir, "rk.db"))
+`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"))
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +276,7 @@ path = %[6]q
 	b.Cleanup(d.stop)
 	d.waitSocket()
 	waitFor(b, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
-	return d, bird
+	return d, bird, wc
 }
 
 // start execs the daemon and returns at once.
