@@ -116,75 +116,6 @@ func (m Match) prefix(t ComponentType) (netip.Prefix, bool) {
 	return p, off == 0
 }
 
-// IsCanonical reports whether every value is encoded at its minimal length
-// and true/false items carry a zero value, as Parse produces. Decoded
-// matches from other speakers may not be canonical.
-func (m Match) IsCanonical() bool { return m.Canonical() == m }
-
-// Canonical returns m with every value re-encoded at its minimal length and
-// true/false items with value 0: the form Parse(m.String()) returns.
-// Note that RFC 8955 ordering and the NLRI identity on the wire depend on
-// the exact bytes, so a decoded non-canonical Match is a different rule.
-func (m Match) Canonical() Match {
-	if !m.IsValid() || m.fam.IsRoute() {
-		return m
-	}
-	canon := true
-	for c := range m.All() {
-		if !canonicalComponent(m.fam, c.b) {
-			canon = false
-			break
-		}
-	}
-	if canon {
-		return m
-	}
-	b := make([]byte, 0, len(m.nlri))
-	for c := range m.All() {
-		if specOf(c.Type()).kind == kindPrefix {
-			p, off := prefixOf(m.fam, c.b)
-			b = appendPrefix(append(b, c.b[0]), m.fam, p, off)
-			continue
-		}
-		b = append(b, c.b[0])
-		for pos := 1; pos < len(c.b); {
-			op, v, n := readItem(c.b, pos)
-			if specOf(c.Type()).kind == kindNumeric && (op&7 == 0 || op&7 == 7) {
-				v = 0
-			}
-			b = appendItem(b, op&^opLenMask, v)
-			pos += n
-		}
-	}
-	return Match{fam: m.fam, nlri: string(b)}
-}
-
-func canonicalComponent(f Family, c string) bool {
-	k := specOf(ComponentType(c[0])).kind
-	if k == kindPrefix {
-		// Canonical when the padding bits after the pattern are zero.
-		hdr, pat := 2, int(c[1])
-		if f == IPv6 {
-			hdr, pat = 3, pat-int(c[2])
-		}
-		if r := pat % 8; r != 0 && c[hdr+pat/8]&(0xff>>r) != 0 {
-			return false
-		}
-		return true
-	}
-	for pos := 1; pos < len(c); {
-		op, v, n := readItem(c, pos)
-		if k == kindNumeric && (op&7 == 0 || op&7 == 7) && v != 0 {
-			return false
-		}
-		if op&opLenMask != lenCode(v) {
-			return false
-		}
-		pos += n
-	}
-	return true
-}
-
 // lenCode returns the length bits of the minimal encoding of v.
 func lenCode(v uint32) byte {
 	switch {
@@ -196,9 +127,10 @@ func lenCode(v uint32) byte {
 	return 0x20
 }
 
-// appendItem appends op (without length bits) and v at minimal length.
-func appendItem(b []byte, op byte, v uint32) []byte {
-	lc := lenCode(v)
+// appendItem appends op (without length bits) and v of component type t
+// at the canonical length (canonLen).
+func appendItem(b []byte, t ComponentType, op byte, v uint32) []byte {
+	lc := canonLen(t, v)
 	b = append(b, op|lc)
 	switch lc {
 	case 0x00:
