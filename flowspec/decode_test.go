@@ -218,4 +218,12 @@ func TestNoAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _, _, _ = DecodeMatch(IPv4, wire) }); n > 1 {
 		t.Errorf("DecodeMatch: %v allocs, want <= 1", n)
 	}
+	// Normalising (here a protocol in 2 octets) costs one more.
+	odd := unhex(t, "0d 01 20 cb 00 71 07 03 91 00 11 06 81 35")
+	if d, _, err := DecodeMatch(IPv4, odd); err != nil || d != m {
+		t.Fatalf("DecodeMatch(% x) = %v, %v; want %v", odd, d, err, m)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = DecodeMatch(IPv4, odd) }); n > 2 {
+		t.Errorf("DecodeMatch normalising: %v allocs, want <= 2", n)
+	}
 }

@@ -7,7 +7,8 @@
 // can be used as map keys, their zero value is invalid, and once a value has
 // been constructed (by Parse*, Decode* or the Action constructors) encoding
 // it cannot fail. Encoding (Match.AppendTo, Action.AppendExtCommunities)
-// and map-key use allocate nothing; DecodeMatch allocates once.
+// and map-key use allocate nothing; DecodeMatch allocates once
+// (twice for input it has to normalise).
 //
 // A rule's identity is its Match: the address family plus the NLRI bytes in
 // canonical encoding. Every Match is canonical: components in type order,
