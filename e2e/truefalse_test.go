@@ -18,20 +18,10 @@ func TestTrueFalseInBIRD(t *testing.T) {
 	d.addRule("match destination 10.21.4.0/24 port true then discard")
 	d.addRule("match destination 10.21.5.0/24 port false then discard")
 	d.addRule("match destination 2001:db8:21::/48 label ==5 then discard")
+	tru := has("flow4 { dst 10.21.4.0/24; port true 0; }", discardExt)
+	fal := has("flow4 { dst 10.21.5.0/24; port false 0; }", discardExt)
 	bird.WaitRoutes(t, "ft4", 10*time.Second, "port true and port false as written",
-		all(has("flow4 { dst 10.21.4.0/24; port true 0; }", discardExt),
-			has("flow4 { dst 10.21.5.0/24; port false 0; }", discardExt)))
+		func(m map[string]birdtest.Route) bool { return tru(m) && fal(m) })
 	bird.WaitRoutes(t, "ft6", 10*time.Second, "a 4-octet flow label",
 		has("flow6 { dst 2001:db8:21::/48; label 5; }", discardExt))
-}
-
-func all(conds ...func(map[string]birdtest.Route) bool) func(map[string]birdtest.Route) bool {
-	return func(m map[string]birdtest.Route) bool {
-		for _, c := range conds {
-			if !c(m) {
-				return false
-			}
-		}
-		return true
-	}
 }
