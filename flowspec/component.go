@@ -103,7 +103,6 @@ const (
 // where they say MUST (TCP flags 1 or 2 octets, §4.2.2.9; DSCP and
 // fragment 1 octet, §4.2.2.11, §4.2.2.12) other widths are malformed.
 type spec struct {
-	name   string
 	kind   kind
 	widths uint8  // accepted value widths on decode (w1|w2|...)
 	maxVal uint32 // largest meaningful value (the field's natural width)
@@ -111,34 +110,59 @@ type spec struct {
 
 func specOf(t ComponentType) spec {
 	switch t {
-	case DestinationPrefix:
-		return spec{"destination", kindPrefix, 0, 0}
-	case SourcePrefix:
-		return spec{"source", kindPrefix, 0, 0}
+	case DestinationPrefix, SourcePrefix:
+		return spec{kindPrefix, 0, 0}
 	case Protocol: // RFC 8955 §4.2.2.3, RFC 8956 §3.3: SHOULD be 1 octet
-		return spec{"protocol", kindNumeric, wAny, 0xff}
-	case Port: // RFC 8955 §4.2.2.4: SHOULD be 1 or 2 octets
-		return spec{"port", kindNumeric, wAny, 0xffff}
-	case DestinationPort: // §4.2.2.5: SHOULD be 1 or 2 octets
-		return spec{"destination-port", kindNumeric, wAny, 0xffff}
-	case SourcePort: // §4.2.2.6: SHOULD be 1 or 2 octets
-		return spec{"source-port", kindNumeric, wAny, 0xffff}
-	case ICMPType: // §4.2.2.7, RFC 8956 §3.4: SHOULD be 1 octet
-		return spec{"icmp-type", kindNumeric, wAny, 0xff}
-	case ICMPCode: // §4.2.2.8, RFC 8956 §3.5: SHOULD be 1 octet
-		return spec{"icmp-code", kindNumeric, wAny, 0xff}
+		return spec{kindNumeric, wAny, 0xff}
+	case Port, DestinationPort, SourcePort: // RFC 8955 §4.2.2.4-6: SHOULD be 1 or 2 octets
+		return spec{kindNumeric, wAny, 0xffff}
+	case ICMPType, ICMPCode: // §4.2.2.7-8, RFC 8956 §3.4-3.5: SHOULD be 1 octet
+		return spec{kindNumeric, wAny, 0xff}
 	case TCPFlags: // §4.2.2.9: MUST be 1 or 2 octets; the data-offset nibble of the 2-octet form is treated as 0
-		return spec{"tcp-flags", kindBitmask, w1 | w2, 0x0fff}
+		return spec{kindBitmask, w1 | w2, 0x0fff}
 	case PacketLength: // §4.2.2.10: SHOULD be 1 or 2 octets
-		return spec{"packet-length", kindNumeric, wAny, 0xffff}
+		return spec{kindNumeric, wAny, 0xffff}
 	case DSCP: // §4.2.2.11: MUST be 1 octet
-		return spec{"dscp", kindNumeric, w1, 63}
+		return spec{kindNumeric, w1, 63}
 	case Fragment: // §4.2.2.12, RFC 8956 §3.6: MUST be 1 octet
-		return spec{"fragment", kindBitmask, w1, 0x0f}
+		return spec{kindBitmask, w1, 0x0f}
 	case FlowLabel: // RFC 8956 §3.7: SHOULD be 4 octets
-		return spec{"label", kindNumeric, wAny, 0xfffff}
+		return spec{kindNumeric, wAny, 0xfffff}
 	}
 	return spec{}
+}
+
+// name returns the text keyword of a known component type ("" otherwise).
+func (t ComponentType) name() string {
+	switch t {
+	case DestinationPrefix:
+		return "destination"
+	case SourcePrefix:
+		return "source"
+	case Protocol:
+		return "protocol"
+	case Port:
+		return "port"
+	case DestinationPort:
+		return "destination-port"
+	case SourcePort:
+		return "source-port"
+	case ICMPType:
+		return "icmp-type"
+	case ICMPCode:
+		return "icmp-code"
+	case TCPFlags:
+		return "tcp-flags"
+	case PacketLength:
+		return "packet-length"
+	case DSCP:
+		return "dscp"
+	case Fragment:
+		return "fragment"
+	case FlowLabel:
+		return "label"
+	}
+	return ""
 }
 
 // canonLen returns the length bits of the canonical encoding of value v of
@@ -165,8 +189,8 @@ func fragmentBits(f Family) uint32 {
 // String returns the text keyword of the component type, e.g.
 // "destination-port", or "type-N" for unknown types.
 func (t ComponentType) String() string {
-	if s := specOf(t); s.name != "" {
-		return s.name
+	if s := t.name(); s != "" {
+		return s
 	}
 	return "type-" + itoa(uint64(t))
 }

@@ -126,7 +126,13 @@ func walk[S ~string | ~[]byte](f Family, body S, base int, out *[]byte) (canonic
 			pos += n
 			continue
 		}
-		for first := true; ; first = false {
+		// Operator bits a decoder ignores (RFC 8955 §4.2.1.1, §4.2.1.2);
+		// a first item's AND bit is ignored too (§4.2.1.1).
+		ignore := numReserved | OpAnd
+		if sp.kind == kindBitmask {
+			ignore = bitReserved | OpAnd
+		}
+		for {
 			if pos >= len(body) {
 				return false, decodeErr(base+pos, "%s: operator missing (list not ended)", t)
 			}
@@ -140,21 +146,17 @@ func walk[S ~string | ~[]byte](f Family, body S, base int, out *[]byte) (canonic
 				return false, decodeErr(base+len(body), "%s: value truncated: %d bytes needed, %d present", t, l, len(body)-pos-1)
 			}
 			var raw uint64
-			for i := 0; i < l; i++ {
-				raw = raw<<8 | uint64(body[pos+1+i])
+			switch l {
+			case 1:
+				raw = uint64(body[pos+1])
+			case 2:
+				raw = uint64(body[pos+1])<<8 | uint64(body[pos+2])
+			default:
+				for i := 0; i < l; i++ {
+					raw = raw<<8 | uint64(body[pos+1+i])
+				}
 			}
-			// The canonical operator: the reserved bits (RFC 8955
-			// §4.2.1.1, §4.2.1.2) and a first item's AND bit (§4.2.1.1)
-			// are ignored on decoding.
-			cop := op &^ opLenMask
-			if sp.kind == kindNumeric {
-				cop &^= numReserved
-			} else {
-				cop &^= bitReserved
-			}
-			if first {
-				cop &^= OpAnd
-			}
+			cop := op &^ (opLenMask | ignore)
 			v := raw
 			switch {
 			case sp.kind == kindNumeric && (op&numCmpMask == OpTrue || op&numCmpMask == OpFalse):
@@ -177,6 +179,7 @@ func walk[S ~string | ~[]byte](f Family, body S, base int, out *[]byte) (canonic
 			if op&OpEnd != 0 {
 				break
 			}
+			ignore &^= OpAnd // only the first item's AND bit is ignored
 		}
 	}
 	return canonical, nil

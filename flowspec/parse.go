@@ -86,7 +86,7 @@ const actionList = "accept, discard, rate-limit, rate-limit-packets, action, red
 
 func componentByName(s string) ComponentType {
 	for t := DestinationPrefix; t <= FlowLabel; t++ {
-		if strings.EqualFold(specOf(t).name, s) {
+		if strings.EqualFold(t.name(), s) {
 			return t
 		}
 	}

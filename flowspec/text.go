@@ -42,7 +42,7 @@ func (c Component) String() string { return string(c.appendText(nil)) }
 func (c Component) appendText(b []byte) []byte {
 	t := c.Type()
 	sp := specOf(t)
-	b = append(b, sp.name...)
+	b = append(b, t.name()...)
 	b = append(b, ' ')
 	if sp.kind == kindPrefix {
 		p, off := prefixOf(c.fam, c.b)
