@@ -196,7 +196,8 @@ func (t ComponentType) String() string {
 }
 
 // Component is one encoded component of a Match: its type byte followed by
-// the prefix or the operator/value list, exactly as on the wire.
+// the prefix or the operator/value list, in the canonical wire encoding
+// (see DecodeMatch).
 type Component struct {
 	fam Family
 	b   string
