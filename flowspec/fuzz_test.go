@@ -154,6 +154,9 @@ func FuzzGoBGP(f *testing.F) {
 	for _, tt := range wireTests {
 		f.Add(byte(tt.fam-1), unhex(f, tt.wire))
 	}
+	for _, tt := range decodeLeniencies {
+		f.Add(byte(tt.fam-1), unhex(f, tt.wire))
+	}
 	f.Fuzz(func(t *testing.T, fb byte, b []byte) {
 		fam := famOf(fb)
 		m, _, err := DecodeMatch(fam, b)
