@@ -13,7 +13,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -354,10 +356,7 @@ func flowspecCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stdout, "family: %s\nnlri: %s\n", r.Match.Family(), hex.EncodeToString(r.Match.AppendTo(nil)))
-		ext := r.Action.AppendExtCommunities(nil)
-		for i := 0; i+8 <= len(ext); i += 8 {
-			fmt.Fprintf(stdout, "extended-community: %s\n", hex.EncodeToString(ext[i:i+8]))
-		}
+		printAttributes(stdout, r)
 		fmt.Fprintf(stdout, "text: %s\n", r)
 		return 0
 	}
@@ -378,6 +377,12 @@ func flowspecCmd(args []string, stdout, stderr io.Writer) int {
 	if n != len(b) {
 		fmt.Fprintf(stderr, "ribkeeper: %d trailing bytes after the NLRI at offset %d\n", len(b)-n, n)
 		return 1
+	}
+	if canon := m.AppendTo(nil); !bytes.Equal(canon, b[:n]) {
+		// DecodeMatch accepted input the RFCs tell a decoder to ignore
+		// or only recommend against, and normalised it.
+		fmt.Fprintf(stdout, "match %s\ncanonical nlri: %s (normalised: this is what ribkeeper would send and how it keys the rule)\n", m, hex.EncodeToString(canon))
+		return 0
 	}
 	fmt.Fprintf(stdout, "match %s\n", m)
 	return 0
@@ -414,4 +419,47 @@ func (s *shutdowner) Shutdown(ctx context.Context, withdraw bool) error {
 	}
 	s.log.Info("every rule withdrawn; stopping")
 	return nil
+}
+
+// printAttributes writes one line per path attribute value that carries
+// r's action, in the order the speaker sends them (bgp.flowSpecPath,
+// bgp.routePath): every 8-byte extended community (EXTENDED COMMUNITIES,
+// type 16), every 20-byte IPv6-address-specific one (type 25, RFC 5701:
+// redirect-ip to an IPv6 address, ext6), and for a route every standard
+// community (COMMUNITIES, type 8) and the next hop. Each line gives the
+// wire bytes and the action text they stand for.
+func printAttributes(w io.Writer, r flowspec.Rule) {
+	ext := r.Action.AppendExtCommunities(nil)
+	for i := 0; i+8 <= len(ext); i += 8 {
+		fmt.Fprintf(w, "extended-community: %s %s\n", hex.EncodeToString(ext[i:i+8]), communityText(ext[i:i+8], nil))
+	}
+	ext6 := r.Action.AppendIPv6ExtCommunities(nil)
+	for i := 0; i+20 <= len(ext6); i += 20 {
+		fmt.Fprintf(w, "ipv6-extended-community: %s %s\n", hex.EncodeToString(ext6[i:i+20]), communityText(nil, ext6[i:i+20]))
+	}
+	if !r.Match.Family().IsRoute() {
+		return
+	}
+	comms := r.Action.AppendCommunities(nil)
+	for i := 0; i+4 <= len(comms); i += 4 {
+		c := binary.BigEndian.Uint32(comms[i:])
+		fmt.Fprintf(w, "community: %s (%s)\n", hex.EncodeToString(comms[i:i+4]), flowspec.CommunityString(c))
+	}
+	switch nh, ok := r.Action.NextHop(); {
+	case ok:
+		fmt.Fprintf(w, "next-hop: %s\n", nh)
+	case r.Match.Family() == flowspec.IPv4Unicast:
+		fmt.Fprintln(w, "next-hop: each site's [rtbh] next_hop_ipv4 (the rule sets none)")
+	default:
+		fmt.Fprintln(w, "next-hop: each site's [rtbh] next_hop_ipv6 (the rule sets none)")
+	}
+}
+
+// communityText is the action text of one extended community.
+func communityText(ext, ext6 []byte) string {
+	a, err := flowspec.DecodeActionIPv6(ext, ext6)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return "(" + a.String() + ")"
 }

@@ -58,6 +58,20 @@ func Sendable(m flowspec.Match) error {
 			"it encodes to %d bytes and GoBGP (the embedded BGP speaker) corrupts FlowSpec rules over %d bytes (osrg/gobgp#3596): split it into smaller rules (fewer prefixes, ports or ranges each)",
 			n, MaxNLRILen)}
 	}
+	if m.Family() != flowspec.IPv6 {
+		return nil
+	}
+	for _, t := range [...]flowspec.ComponentType{flowspec.DestinationPrefix, flowspec.SourcePrefix} {
+		c, ok := m.Component(t)
+		if !ok {
+			continue
+		}
+		if _, off, _ := c.Prefix(); off != 0 {
+			return &RefusedError{Match: m, Reason: fmt.Sprintf(
+				"its %s prefix has offset %d, and GoBGP (the embedded BGP speaker) sizes IPv6 prefix patterns without the offset (RFC 8956 §3.1), so routers would misread the rule: use offset 0",
+				t, off)}
+		}
+	}
 	return nil
 }
 

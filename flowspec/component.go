@@ -33,13 +33,30 @@ const (
 	opLenMask byte = 0x30 // value length: 1 << ((op & 0x30) >> 4) bytes
 )
 
-// Numeric operator bits (RFC 8955 §4.2.1.1). lt|gt|eq = 0 is "true",
-// all three set is "false", lt|gt is "!=".
+// Numeric operator bits (RFC 8955 §4.2.1.1). The three comparison bits
+// lt|gt|eq select the operation as in RFC 8955 Table 1:
+//
+//	lt gt eq
+//	 0  0  0  false (independent of the value)   OpFalse
+//	 0  0  1  ==                                 OpEQ
+//	 0  1  0  >                                  OpGT
+//	 0  1  1  >=                                 OpGT|OpEQ
+//	 1  0  0  <                                  OpLT
+//	 1  0  1  <=                                 OpLT|OpEQ
+//	 1  1  0  !=                                 OpLT|OpGT
+//	 1  1  1  true (independent of the value)    OpTrue
+//
+// GoBGP's constants name 000 "true" and 111 "false"; BIRD, ExaBGP, FRR and
+// the RFC name them as above, and so does this package.
 const (
 	OpLT byte = 0x04
 	OpGT byte = 0x02
 	OpEQ byte = 0x01
 
+	OpFalse byte = 0x00
+	OpTrue  byte = OpLT | OpGT | OpEQ
+
+	numCmpMask  byte = 0x07
 	numReserved byte = 0x08
 )
 
@@ -67,57 +84,120 @@ const (
 	kindBitmask
 )
 
+// Value widths a decoder accepts, as a set of length codes (bit n: the
+// length code n of the operator byte, a value of 1<<n octets).
+const (
+	w1   uint8 = 1 << 0
+	w2   uint8 = 1 << 1
+	w4   uint8 = 1 << 2
+	w8   uint8 = 1 << 3
+	wAny       = w1 | w2 | w4 | w8
+)
+
 // spec describes how a component type is encoded.
+//
+// widths is what DecodeMatch accepts. Where RFC 8955/8956 only say a width
+// SHOULD be used (protocol, ports, ICMP, packet length, flow label) every
+// width the operator byte can express is accepted and the value is
+// normalised to its canonical width (canonLen), provided it fits maxVal;
+// where they say MUST (TCP flags 1 or 2 octets, §4.2.2.9; DSCP and
+// fragment 1 octet, §4.2.2.11, §4.2.2.12) other widths are malformed.
 type spec struct {
-	name       string
-	kind       kind
-	maxLenCode uint8  // largest allowed length code (0: 1 byte, 1: 2, 2: 4)
-	maxVal     uint32 // largest meaningful value
+	kind   kind
+	widths uint8  // accepted value widths on decode (w1|w2|...)
+	maxVal uint32 // largest meaningful value (the field's natural width)
 }
 
 func specOf(t ComponentType) spec {
 	switch t {
-	case DestinationPrefix:
-		return spec{"destination", kindPrefix, 0, 0}
-	case SourcePrefix:
-		return spec{"source", kindPrefix, 0, 0}
-	case Protocol:
-		return spec{"protocol", kindNumeric, 0, 0xff}
-	case Port:
-		return spec{"port", kindNumeric, 1, 0xffff}
-	case DestinationPort:
-		return spec{"destination-port", kindNumeric, 1, 0xffff}
-	case SourcePort:
-		return spec{"source-port", kindNumeric, 1, 0xffff}
-	case ICMPType:
-		return spec{"icmp-type", kindNumeric, 0, 0xff}
-	case ICMPCode:
-		return spec{"icmp-code", kindNumeric, 0, 0xff}
-	case TCPFlags:
-		return spec{"tcp-flags", kindBitmask, 1, 0xffff}
-	case PacketLength:
-		return spec{"packet-length", kindNumeric, 1, 0xffff}
-	case DSCP:
-		return spec{"dscp", kindNumeric, 0, 63}
-	case Fragment:
-		return spec{"fragment", kindBitmask, 0, 0x0f}
-	case FlowLabel:
-		return spec{"label", kindNumeric, 2, 0xfffff}
+	case DestinationPrefix, SourcePrefix:
+		return spec{kindPrefix, 0, 0}
+	case Protocol: // RFC 8955 §4.2.2.3, RFC 8956 §3.3: SHOULD be 1 octet
+		return spec{kindNumeric, wAny, 0xff}
+	case Port, DestinationPort, SourcePort: // RFC 8955 §4.2.2.4-6: SHOULD be 1 or 2 octets
+		return spec{kindNumeric, wAny, 0xffff}
+	case ICMPType, ICMPCode: // §4.2.2.7-8, RFC 8956 §3.4-3.5: SHOULD be 1 octet
+		return spec{kindNumeric, wAny, 0xff}
+	case TCPFlags: // §4.2.2.9: MUST be 1 or 2 octets; the data-offset nibble of the 2-octet form is treated as 0
+		return spec{kindBitmask, w1 | w2, 0x0fff}
+	case PacketLength: // §4.2.2.10: SHOULD be 1 or 2 octets
+		return spec{kindNumeric, wAny, 0xffff}
+	case DSCP: // §4.2.2.11: MUST be 1 octet
+		return spec{kindNumeric, w1, 63}
+	case Fragment: // §4.2.2.12, RFC 8956 §3.6: MUST be 1 octet
+		return spec{kindBitmask, w1, 0x0f}
+	case FlowLabel: // RFC 8956 §3.7: SHOULD be 4 octets
+		return spec{kindNumeric, wAny, 0xfffff}
 	}
 	return spec{}
+}
+
+// name returns the text keyword of a known component type ("" otherwise).
+func (t ComponentType) name() string {
+	switch t {
+	case DestinationPrefix:
+		return "destination"
+	case SourcePrefix:
+		return "source"
+	case Protocol:
+		return "protocol"
+	case Port:
+		return "port"
+	case DestinationPort:
+		return "destination-port"
+	case SourcePort:
+		return "source-port"
+	case ICMPType:
+		return "icmp-type"
+	case ICMPCode:
+		return "icmp-code"
+	case TCPFlags:
+		return "tcp-flags"
+	case PacketLength:
+		return "packet-length"
+	case DSCP:
+		return "dscp"
+	case Fragment:
+		return "fragment"
+	case FlowLabel:
+		return "label"
+	}
+	return ""
+}
+
+// canonLen returns the length bits of the canonical encoding of value v of
+// component type t: 4 octets for the flow label (RFC 8956 §3.7), else the
+// minimal length, which for every other type is the width RFC 8955 asks
+// for (1 octet, or 1 or 2 for ports, packet length and TCP flags).
+func canonLen(t ComponentType, v uint32) byte {
+	if t == FlowLabel {
+		return 0x20
+	}
+	return lenCode(v)
+}
+
+// fragmentBits returns the fragment bits defined for family f; the others
+// are reserved: set to 0 on encoding, ignored on decoding (RFC 8955
+// §4.2.2.12; RFC 8956 §3.6, where the DF position is reserved too).
+func fragmentBits(f Family) uint32 {
+	if f == IPv6 {
+		return FragIsFragment | FragFirstFragment | FragLastFragment
+	}
+	return FragDontFragment | FragIsFragment | FragFirstFragment | FragLastFragment
 }
 
 // String returns the text keyword of the component type, e.g.
 // "destination-port", or "type-N" for unknown types.
 func (t ComponentType) String() string {
-	if s := specOf(t); s.name != "" {
-		return s.name
+	if s := t.name(); s != "" {
+		return s
 	}
 	return "type-" + itoa(uint64(t))
 }
 
 // Component is one encoded component of a Match: its type byte followed by
-// the prefix or the operator/value list, exactly as on the wire.
+// the prefix or the operator/value list, in the canonical wire encoding
+// (see DecodeMatch).
 type Component struct {
 	fam Family
 	b   string
@@ -147,7 +227,8 @@ func (c Component) Prefix() (p netip.Prefix, offset int, ok bool) {
 
 // Item is one operator/value pair of a numeric or bitmask component. Op is
 // the operator byte without the end-of-list and length bits; Value is the
-// value at whatever length it had on the wire.
+// value (0 for the numeric true and false operators, whose value RFC 8955
+// Table 1 says is ignored).
 type Item struct {
 	Op    byte
 	Value uint32

@@ -7,15 +7,23 @@
 // can be used as map keys, their zero value is invalid, and once a value has
 // been constructed (by Parse*, Decode* or the Action constructors) encoding
 // it cannot fail. Encoding (Match.AppendTo, Action.AppendExtCommunities)
-// and map-key use allocate nothing; DecodeMatch allocates once.
+// and map-key use allocate nothing; DecodeMatch allocates once
+// (twice for input it has to normalise).
 //
-// A rule's identity is its Match: the address family plus the NLRI bytes.
-// Two rules with equal Match values are the same rule on the wire. Parse
-// produces the canonical encoding (components in type order, values at
-// their minimal length); DecodeMatch validates strictly (RFC 7606
-// treat-as-withdraw cases are *DecodeError naming the byte) but keeps a
-// valid peer's bytes as they are, since withdrawals must repeat them.
-// Match.Canonical gives the form Parse would produce.
+// A rule's identity is its Match: the address family plus the NLRI bytes in
+// canonical encoding. Every Match is canonical: components in type order,
+// operator bytes without reserved bits and without AND on a first item,
+// values at their canonical width (minimal, the flow label 4 octets as RFC
+// 8956 §3.7 recommends), true/false items with value 0, prefix padding
+// bits zero. Parse builds that form; DecodeMatch refuses what the RFCs call
+// malformed (RFC 7606 treat-as-withdraw cases are *DecodeError naming the
+// byte) and normalises what they tell a decoder to ignore or only
+// recommend, so two encodings of one rule are one Match, one map key and
+// one rule on the wire.
+//
+// Numeric operators follow RFC 8955 §4.2.1.1 Table 1: lt|gt|eq = 000 is
+// false and 111 is true (OpFalse, OpTrue); GoBGP's constants have the two
+// swapped.
 //
 // The Action is what the rule does, as extended communities in canonical
 // form (sorted, deduplicated), so Actions are equal exactly when they put
@@ -28,8 +36,8 @@
 //
 // Compare orders rules as routers apply them (RFC 8955 §5.1, RFC 8956
 // §5.1) and Rule.Shadows detects, conservatively, rules that can never
-// apply. Match.SendableByGoBGPv3 guards the pinned GoBGP v3 speaker against
-// the encodings it corrupts.
+// apply. What the embedded GoBGP cannot carry is the bgp package's concern
+// (bgp.Sendable).
 package flowspec
 
 import "unique"
@@ -47,8 +55,10 @@ const (
 )
 
 // Match is the match part of a rule: its family and its components in
-// canonical RFC 8955/8956 encoding. Match is comparable and is the key of a
-// rule everywhere in ribkeeper. The zero Match is invalid.
+// canonical RFC 8955/8956 encoding (see the package comment). Match is
+// comparable and is the key of a rule everywhere in ribkeeper; because it
+// is always canonical, equal rules are equal keys however they were
+// encoded on the wire. The zero Match is invalid.
 type Match struct {
 	fam Family
 	// nlri holds the encoded components without the NLRI length prefix.

@@ -34,11 +34,15 @@ var wireTests = []struct {
 	{IPv4, "destination 203.0.113.7/32 protocol ==17 source-port ==53", "0c 01 20 cb 00 71 07 03 81 11 06 81 35",
 		[]string{"match destination 203.0.113.7 protocol udp source-port ==53"}},
 	{IPv4, "destination-port >=1024&<=2048 ==80", "09 05 13 04 00 55 08 00 81 50", []string{"destination-port '>=1024&<=2048 ==80'"}},
-	{IPv4, "port !=0 true false", "07 04 06 00 00 00 87 00", nil},
+	// RFC 8955 Table 1: true is lt|gt|eq = 111, false is 000.
+	{IPv4, "port !=0 true false", "07 04 06 00 07 00 80 00", nil},
+	{IPv4, "destination 10.21.4.0/24 port true", "08 01 18 0a 15 04 04 87 00", nil},
 	{IPv4, "destination 0.0.0.0/0", "02 01 00", nil},
 	{IPv6, "destination 2001:db8::/32", "07 01 20 00 20 01 0d b8", nil},
 	{IPv6, "destination 2001:db8::/32 source ::1:0:0/96 offset 64 protocol ==6", "11 01 20 00 20 01 0d b8 02 60 40 00 00 00 01 03 81 06", nil},
 	{IPv6, "protocol ==58 icmp-type ==128 label ==1048575", "0c 03 81 3a 07 81 80 0d a1 00 0f ff ff", nil},
+	// The flow label is always 4 octets (RFC 8956 §3.7: SHOULD).
+	{IPv6, "label ==5 >=256&<=65536 true", "15 0d 21 00 00 00 05 23 00 00 01 00 65 00 01 00 00 a7 00 00 00 00", nil},
 	{IPv4, "tcp-flags =S&!=A !R 0x100", "0a 09 01 02 43 10 02 04 90 01 00", nil},
 	{IPv4, "fragment dont-fragment !is-fragment =first-fragment+last-fragment", "07 0c 00 01 02 02 81 0c", nil},
 	{IPv4, "icmp-type ==3 icmp-code ==1 packet-length >1400 dscp ==46", "0d 07 81 03 08 81 01 0a 92 05 78 0b 81 2e", nil},

@@ -15,8 +15,9 @@ import (
 // then if the common bits differ the lower value wins, else the longer
 // (more specific) prefix wins. Other components: memcmp of the encoded
 // operator/value bytes over the common length, else the longer encoding
-// wins. Because the order depends on the bytes, non-canonical encodings of
-// the same rule sort differently, as they do on routers.
+// wins. The order depends on the bytes; every Match holds the canonical
+// encoding (DecodeMatch normalises), which is also what ribkeeper sends, so
+// routers order ribkeeper's rules the same way.
 func Compare(a, b Match) int {
 	if a.fam != b.fam {
 		switch {
@@ -165,8 +166,9 @@ func universal(f Family, c string) bool {
 }
 
 // universalNumeric and universalBitmask are "true" lists of type t:
-// lt|gt|eq all set is "true" (RFC 8955 §4.2.1.1; all clear is "false").
-func universalNumeric(t byte) string { return string([]byte{t, OpEnd | OpLT | OpGT | OpEQ, 0}) }
+// lt|gt|eq all set is "true" (RFC 8955 §4.2.1.1 Table 1; all clear is
+// "false").
+func universalNumeric(t byte) string { return string([]byte{t, OpEnd | OpTrue, 0}) }
 
 // Bitmask "true": not (data & 0 != 0) = not false.
 func universalBitmask(t byte) string { return string([]byte{t, OpEnd | OpNot, 0}) }

@@ -86,7 +86,7 @@ const actionList = "accept, discard, rate-limit, rate-limit-packets, action, red
 
 func componentByName(s string) ComponentType {
 	for t := DestinationPrefix; t <= FlowLabel; t++ {
-		if strings.EqualFold(specOf(t).name, s) {
+		if strings.EqualFold(t.name(), s) {
 			return t
 		}
 	}
@@ -238,9 +238,9 @@ func (p *parser) match(f Family) (Match, error) {
 	if len(body) > MaxNLRILen {
 		return Match{}, p.errAt(comps[0].kw, "rule encodes to %d bytes; the maximum is %d", len(body), MaxNLRILen)
 	}
-	if err := scan(f, body, 0); err != nil {
+	if canon, err := scan(f, body, 0); err != nil || !canon {
 		// Unreachable unless parser and decoder disagree.
-		return Match{}, p.errAt(comps[0].kw, "internal error: %v", err)
+		return Match{}, p.errAt(comps[0].kw, "internal error: the encoding is not canonical (%v); please report this rule", err)
 	}
 	return Match{fam: f, nlri: string(body)}, nil
 }
@@ -314,6 +314,9 @@ func (p *parser) prefix(c *pcomp) error {
 			if int(off) > pfx.Bits() {
 				return p.errAt(numTok, "prefix offset %d exceeds the prefix length %d", off, pfx.Bits())
 			}
+			if int(off) == pfx.Bits() && off != 0 {
+				return p.errAt(numTok, "prefix offset %d equals the prefix length: the pattern would be empty, which RFC 8956 §3.1 makes malformed; use an offset below %d, or leave the component out to match every address", off, pfx.Bits())
+			}
 			c.off = int(off)
 			if c.off > 0 {
 				enc := appendPrefix(nil, IPv6, pfx, c.off)
@@ -373,7 +376,7 @@ func (p *parser) items(c *pcomp, what string, item func(piece token) (byte, uint
 				op |= OpAnd
 			}
 			last = len(c.enc)
-			c.enc = appendItem(c.enc, op, v)
+			c.enc = appendItem(c.enc, c.t, op, v)
 			pos = end
 		}
 	}
@@ -393,10 +396,10 @@ func (p *parser) numeric(c *pcomp) error {
 	return p.items(c, what, func(piece token) (byte, uint32, error) {
 		s := piece.s
 		switch s {
-		case "true":
-			return 0, 0, nil
-		case "false":
-			return OpLT | OpGT | OpEQ, 0, nil
+		case "true": // RFC 8955 Table 1: lt|gt|eq = 111
+			return OpTrue, 0, nil
+		case "false": // lt|gt|eq = 000
+			return OpFalse, 0, nil
 		}
 		var op byte
 		switch {
@@ -518,6 +521,9 @@ func (p *parser) bitmask(c *pcomp) error {
 			v, err := parseUint(s)
 			max := specOf(c.t).maxVal
 			if err != nil || v > uint64(max) {
+				if c.t == TCPFlags && err == nil && v <= 0xffff {
+					return 0, 0, p.errAt(valTok, "tcp-flags value must be 0..0xfff: the top 4 bits of the 2-octet form are the TCP data offset, which RFC 8955 §4.2.2.9 always treats as 0")
+				}
 				return 0, 0, p.errAt(valTok, "%s value must be 0..0x%x", c.t, max)
 			}
 			if c.t == Fragment && v&FragDontFragment != 0 {

@@ -42,7 +42,7 @@ func (c Component) String() string { return string(c.appendText(nil)) }
 func (c Component) appendText(b []byte) []byte {
 	t := c.Type()
 	sp := specOf(t)
-	b = append(b, sp.name...)
+	b = append(b, t.name()...)
 	b = append(b, ' ')
 	if sp.kind == kindPrefix {
 		p, off := prefixOf(c.fam, c.b)
@@ -64,11 +64,11 @@ func (c Component) appendText(b []byte) []byte {
 		}
 		pos += n
 		if sp.kind == kindNumeric {
-			switch op & 7 {
-			case 0:
+			switch op & numCmpMask { // RFC 8955 Table 1
+			case OpTrue:
 				b = append(b, "true"...)
 				continue
-			case 7:
+			case OpFalse:
 				b = append(b, "false"...)
 				continue
 			case OpEQ:
