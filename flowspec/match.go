@@ -138,4 +138,3 @@ func appendItem(b []byte, t ComponentType, op byte, v uint32) []byte {
 	}
 	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
-
