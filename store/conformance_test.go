@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"slices"
@@ -23,6 +24,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("History", func(t *testing.T) { testHistory(t, fresh) })
 	t.Run("ChangesAfterWrites", func(t *testing.T) { testChanges(t, fresh) })
 	t.Run("MigrationsConcurrentOpens", func(t *testing.T) { testMigrations(t, fresh) })
+	t.Run("ReencodeFromText", func(t *testing.T) { testReencode(t, fresh) })
 	t.Run("EveryActionRoundTrips", func(t *testing.T) { testActionsRoundTrip(t, fresh) })
 	t.Run("CountsMatchList", func(t *testing.T) { testCounts(t, fresh) })
 	t.Run("RevisionsMissNothingUnderConcurrentWrites", func(t *testing.T) { testRevisionsConcurrent(t, fresh) })
@@ -472,6 +474,65 @@ func testMigrations(t *testing.T, fresh freshFunc) {
 	}
 	if _, _, err := stores[0].Upsert(ctx, Input{Rule: rule(t, 1, "discard")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Migration 2 gives rules stored with the old true/false bits (and the old
+// flow label widths) the NLRI their text says; a store already at the
+// latest version is left alone.
+func testReencode(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	s := open(t, cfg, "a")
+	tru, err := flowspec.Parse("match destination 10.21.4.0/24 port true then discard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fls, err := flowspec.Parse("match destination 10.21.5.0/24 port false then discard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, err := s.Upsert(ctx, Input{Rule: tru})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.Upsert(ctx, Input{Rule: fls})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the old encoder wrote: operator 0x80 (000) for true, 0x87 for
+	// false; the text was right.
+	old := func(m flowspec.Match, from, to byte) []byte {
+		w := m.AppendTo(nil)
+		i := bytes.LastIndexByte(w, from)
+		w[i] = to
+		return w
+	}
+	w := s.eng.reader()
+	for _, c := range []struct {
+		id   int64
+		nlri []byte
+	}{{a.ID, old(tru.Match, 0x87, 0x80)}, {b.ID, old(fls.Match, 0x80, 0x87)}} {
+		if _, err := w.exec(ctx, `UPDATE rules SET nlri = ? WHERE id = ?`, c.nlri, c.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.exec(ctx, `DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, cfg, "a") // runs migration 2 again
+	for _, c := range []struct {
+		id   int64
+		want flowspec.Rule
+	}{{a.ID, tru}, {b.ID, fls}} {
+		got, err := s.Get(ctx, c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Rule.Match != c.want.Match || got.State != Active {
+			t.Errorf("rule %d after migration: %s (%s), want %s", c.id, got.Rule.Match, got.State, c.want.Match)
+		}
 	}
 }
 

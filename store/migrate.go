@@ -22,6 +22,15 @@ type migration struct {
 	version int64
 	name    string
 	sql     string
+	// code, if set, is a migration written in Go (instead of sql): data
+	// changes that need ribkeeper's own codec.
+	code func(ctx context.Context, t tx) error
+}
+
+// codeMigrations are the Go migrations, numbered in the same sequence as
+// each engine's SQL files.
+var codeMigrations = []migration{
+	{version: 2, name: "0002_reencode_flowspec (Go)", code: reencodeFlowSpec},
 }
 
 func loadMigrations(dir string) ([]migration, error) {
@@ -46,6 +55,7 @@ func loadMigrations(dir string) ([]migration, error) {
 		}
 		ms = append(ms, migration{version: v, name: name, sql: string(b)})
 	}
+	ms = append(ms, codeMigrations...)
 	slices.SortFunc(ms, func(a, b migration) int { return int(a.version - b.version) })
 	for i := 1; i < len(ms); i++ {
 		if ms[i].version == ms[i-1].version {
@@ -92,7 +102,11 @@ func migrate(ctx context.Context, eng engine) error {
 		if m.version <= current {
 			continue
 		}
-		if _, err := t.exec(ctx, m.sql); err != nil {
+		if m.code != nil {
+			if err := m.code(ctx, t); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.name, err)
+			}
+		} else if _, err := t.exec(ctx, m.sql); err != nil {
 			return fmt.Errorf("apply migration %s: %w", m.name, err)
 		}
 		if _, err := t.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
