@@ -30,8 +30,18 @@ import (
 )
 
 // limit marks a receiver's documented limitation: the rule is not sent to
-// it, and the text says why (evidence in RECEIVERS.md).
+// it in the matrix, and the text says why (evidence in RECEIVERS.md).
+// TestReceiverLimitations sends each such rule to the receiver alone and
+// checks that the limitation still holds.
 const limit = "LIMIT: "
+
+// resets is the limitation of a receiver that resets the session when it
+// receives the rule.
+func resets(why string) string { return limit + "resets: " + why }
+
+// shows is the limitation of a receiver that takes the rule but whose
+// decoding of it contains shown instead of the rule's meaning.
+func shows(shown, why string) string { return limit + "shows `" + shown + "`: " + why }
 
 // matrixCase is one rule and, per receiver, its decoding as written by
 // hand, or limit + the reason the receiver cannot take it.
@@ -79,7 +89,7 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 10.20.3.0/24 then rate-limit-packets 500",
 		bird: "flow4 { dst 10.20.3.0/24; } | (generic, 0x800c0000, 0x43fa0000)",
-		frr:  limit + "FRR 8.4 does not know traffic-rate-packets (0x800c): it prints UNK:128, 12",
+		frr:  shows("UNK:128, 12", "FRR 8.4 does not know traffic-rate-packets (0x800c)"),
 		exa:  "flow destination-ipv4 10.20.3.0/24 | 0x800c000043fa0000",
 	},
 	{
@@ -91,14 +101,14 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 10.20.5.0/24 then redirect 192.0.2.1:100",
 		bird: "flow4 { dst 10.20.5.0/24; } | (generic, 0x8108c000, 0x2010064)",
-		frr:  limit + "FRR 8.4 prints the redirect's local administrator cut to 2 digits: RT:192.0.2.1:10 for 192.0.2.1:100",
+		frr:  shows("FS:redirect VRF RT:192.0.2.1:10", "FRR 8.4 prints the local administrator of a redirect to an IPv4 route target cut to 2 digits (192.0.2.1:100 sent)"),
 		exa:  "flow destination-ipv4 10.20.5.0/24 | 0x8108c00002010064",
 	},
 	{
 		text: "match destination 10.20.6.0/24 then redirect 4200000000:7",
 		bird: "flow4 { dst 10.20.6.0/24; } | (generic, 0x8208fa56, 0xea000007)",
 		frr:  "Destination Address 10.20.6.0/24 | FS:redirect VRF RT:4200000000:7",
-		exa:  limit + "ExaBGP 4.2.21 drops the session on a redirect to a 4-byte AS (0x8208)",
+		exa:  resets("ExaBGP 4.2.21 drops the session on a redirect to a 4-byte AS (0x8208)"),
 	},
 	{
 		text: "match destination 10.20.7.0/24 then redirect-ip 192.0.2.1",
@@ -115,19 +125,19 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 10.20.9.0/24 then action sample",
 		bird: "flow4 { dst 10.20.9.0/24; } | (generic, 0x80070000, 0x2)",
-		frr:  limit + "FRR 8.4 prints FS:action eval stops whatever the sample and terminal bits are",
+		frr:  shows("FS:action eval stops", "FRR 8.4 prints the same for every combination of the sample and terminal bits"),
 		exa:  "flow destination-ipv4 10.20.9.0/24 | action sample",
 	},
 	{
 		text: "match destination 10.20.10.0/24 then action terminal",
 		bird: "flow4 { dst 10.20.10.0/24; } | (generic, 0x80070000, 0x1)",
-		frr:  limit + "FRR 8.4 prints FS:action eval stops whatever the sample and terminal bits are",
+		frr:  shows("FS:action eval stops", "FRR 8.4 prints the same for every combination of the sample and terminal bits"),
 		exa:  "flow destination-ipv4 10.20.10.0/24 | action terminal",
 	},
 	{
 		text: "match destination 10.20.11.0/24 then action sample-terminal",
 		bird: "flow4 { dst 10.20.11.0/24; } | (generic, 0x80070000, 0x3)",
-		frr:  limit + "FRR 8.4 prints FS:action eval stops whatever the sample and terminal bits are",
+		frr:  shows("FS:action eval stops", "FRR 8.4 prints the same for every combination of the sample and terminal bits"),
 		exa:  "flow destination-ipv4 10.20.11.0/24 | action sample-terminal",
 	},
 	{
@@ -142,12 +152,12 @@ var matrixCases = []matrixCase{
 		text: "match destination 10.20.13.0/24 then rate-limit 1.5 as 65000",
 		bird: "flow4 { dst 10.20.13.0/24; } | (generic, 0x8006fde8, 0x3fc00000)",
 		frr:  "Destination Address 10.20.13.0/24 | FS:rate 1.500000",
-		exa:  limit + "ExaBGP 4.2.21 prints a fractional rate as an integer: rate-limit:1 for 1.5 bytes/s",
+		exa:  shows("rate-limit:1", "ExaBGP 4.2.21 prints a fractional rate as an integer (1.5 bytes/s sent)"),
 	},
 	{
 		text: "match destination 10.20.14.0/24 then redirect-ip 192.0.2.1 discard action sample redirect 65000:100 mark 10",
 		bird: "flow4 { dst 10.20.14.0/24; } | (unknown 0x10c, 192.0.2.1, 0) (generic, 0x80060000, 0x0) (generic, 0x80070000, 0x2) (generic, 0x8008fde8, 0x64) (generic, 0x80090000, 0xa)",
-		frr:  limit + "FRR 8.4 prints FS:action eval stops whatever the sample and terminal bits are",
+		frr:  shows("FS:action eval stops", "FRR 8.4 prints the same for every combination of the sample and terminal bits"),
 		exa:  "flow destination-ipv4 10.20.14.0/24 | redirect-to-nexthop-ietf 192.0.2.1, rate-limit:0, action sample, redirect:65000:100, mark 10",
 	},
 	{
@@ -155,7 +165,7 @@ var matrixCases = []matrixCase{
 		// BIRD 2.0.12 keeps attribute 25 (0x19) undecoded: type 0x000c,
 		// the address, local administrator 0.
 		bird: "flow6 { dst 2001:db8:20::/48; } |  | BGP.19 [t]: 00 0c 20 01 0d b8 00 00 00 00 00 00 00 00 00 00 00 01 00 00",
-		frr:  limit + "FRR 8.4 does not decode the IPv6 redirect-to-IP community (attribute 25, 0x000c): it prints UNK:0, 12",
+		frr:  shows("UNK:0, 12", "FRR 8.4 does not decode the IPv6 redirect-to-IP community (attribute 25, 0x000c)"),
 		exa:  "flow destination-ipv6 2001:db8:20::/48/0 | attribute-0x19-0xC0 redirect-to-nexthop-ietf 2001:db8::1",
 	},
 
@@ -304,21 +314,21 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 10.21.21.0/24 port !=80 then discard",
 		bird: "flow4 { dst 10.21.21.0/24; port != 80; } | (generic, 0x80060000, 0x0)",
-		frr:  limit + "FRR 8.4 resets the session on a numeric != (lt|gt set, eq clear): NOTIFICATION 3/9 Optional Attribute Error, log \"Bad flowspec format or NLRI options not supported\"",
+		frr:  resets("FRR 8.4 resets the session on a numeric != (lt|gt set, eq clear): NOTIFICATION 3/9 Optional Attribute Error, log \"Bad flowspec format or NLRI options not supported\""),
 		exa:  "flow destination-ipv4 10.21.21.0/24 port !=80 | rate-limit:0",
 	},
 	{
 		// RFC 8955 Table 1: lt|gt|eq = 111 matches every value.
 		text: "match destination 10.21.23.0/24 port true then discard",
 		bird: "flow4 { dst 10.21.23.0/24; port true 0; } | (generic, 0x80060000, 0x0)",
-		frr:  limit + "FRR 8.4 resets the session on a numeric operator with lt|gt|eq = 111 (true): NOTIFICATION 3/9 Optional Attribute Error",
+		frr:  resets("FRR 8.4 resets the session on a numeric operator with lt|gt|eq = 111 (true): NOTIFICATION 3/9"),
 		exa:  "flow destination-ipv4 10.21.23.0/24 port true | rate-limit:0",
 	},
 	{
 		// lt|gt|eq = 000 matches no value.
 		text: "match destination 10.21.24.0/24 port false then discard",
 		bird: "flow4 { dst 10.21.24.0/24; port false 0; } | (generic, 0x80060000, 0x0)",
-		frr:  limit + "FRR 8.4 takes numeric false (lt|gt|eq = 000) but prints it with no operator: Port  0",
+		frr:  shows("Port  0", "FRR 8.4 takes numeric false (lt|gt|eq = 000) but prints it with no operator"),
 		exa:  "flow destination-ipv4 10.21.24.0/24 port false | rate-limit:0",
 	},
 	{
@@ -330,7 +340,7 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 10.21.26.0/24 port ==1 ==2 ==3 ==4 ==5 ==6 then discard",
 		bird: "flow4 { dst 10.21.26.0/24; port 1,2,3,4,5,6; } | (generic, 0x80060000, 0x0)",
-		frr:  limit + "FRR 8.4 resets the session on more than 5 items in one component: NOTIFICATION 3/9 Optional Attribute Error",
+		frr:  resets("FRR 8.4 resets the session on more than 5 items in one component: NOTIFICATION 3/9"),
 		exa:  "flow destination-ipv4 10.21.26.0/24 port [ =1 =2 =3 =4 =5 =6 ] | rate-limit:0",
 	},
 	{
@@ -391,7 +401,7 @@ var matrixCases = []matrixCase{
 	{
 		text: "match destination 2001:db8:28::/48 label !=0 then discard",
 		bird: "flow6 { dst 2001:db8:28::/48; label != 0; } | (generic, 0x80060000, 0x0)",
-		frr:  limit + "FRR 8.4 resets the session on a numeric != (lt|gt set, eq clear): NOTIFICATION 3/9 Optional Attribute Error",
+		frr:  resets("FRR 8.4 resets the session on a numeric != (lt|gt set, eq clear): NOTIFICATION 3/9"),
 		exa:  "flow destination-ipv6 2001:db8:28::/48/0 flow-label !=0 | rate-limit:0",
 	},
 
@@ -558,10 +568,7 @@ func runMatrix(t *testing.T, rc matrixReceiver) {
 	}
 	t.Logf("%s: %d rules sent, %d held back as documented limitations:\n  %s", rc.name, len(send), len(skipped), strings.Join(skipped, "\n  "))
 
-	rkPort := birdtest.FreePort(t, rc.rk)
-	peer := rc.start(t, rkPort)
-	d := startMatrixSpeaker(t, rc.rk, rkPort, rc.addr, peer.port)
-	waitFor(t, 60*time.Second, rc.name+" session established", peer.up)
+	peer, d := startMatrixPair(t, rc)
 	base, _ := peer.resets() // the session as it came up
 
 	for _, c := range send {
@@ -610,13 +617,129 @@ func runMatrix(t *testing.T, rc matrixReceiver) {
 	}
 }
 
-// similar lists the decoded routes that share the destination word of key.
+// startMatrixPair starts rc and a ribkeeper peering with it and waits for
+// the session.
+func startMatrixPair(t *testing.T, rc matrixReceiver) (matrixPeer, *daemon) {
+	t.Helper()
+	rkPort := birdtest.FreePort(t, rc.rk)
+	peer := rc.start(t, rkPort)
+	d := startMatrixSpeaker(t, rc.rk, rkPort, rc.addr, peer.port)
+	waitFor(t, 60*time.Second, rc.name+" session established", peer.up)
+	return peer, d
+}
+
+// TestReceiverLimitations sends each rule the matrix holds back from a
+// receiver to that receiver alone and checks that the documented
+// limitation still holds: a "resets" rule makes it reset the session, a
+// "shows" rule is decoded as the table says. When a receiver's new version
+// lifts a limitation, this test fails and the table, RECEIVERS.md and the
+// receiver's profile need updating.
+func TestReceiverLimitations(t *testing.T) {
+	birdtest.Binary(t)
+	frrtest.Binary(t)
+	exabgptest.Binary(t)
+	for _, rc := range matrixReceivers() {
+		var shown, reset []matrixCase
+		for _, c := range matrixCases {
+			switch w := rc.want(c); {
+			case strings.HasPrefix(w, limit+"resets: "):
+				reset = append(reset, c)
+			case strings.HasPrefix(w, limit+"shows `"):
+				shown = append(shown, c)
+			case strings.HasPrefix(w, limit):
+				t.Fatalf("%s: limitation of %q is neither resets(...) nor shows(...): %s", rc.name, c.text, w)
+			}
+		}
+		if len(shown)+len(reset) == 0 {
+			continue
+		}
+		t.Run(rc.name, func(t *testing.T) {
+			t.Parallel()
+			if len(shown) > 0 {
+				checkShown(t, rc, shown)
+			}
+			for _, c := range reset {
+				t.Run(matrixDestination(c.text), func(t *testing.T) {
+					peer, d := startMatrixPair(t, rc)
+					base, _ := peer.resets()
+					d.mustCLI("rule", "add", "--ttl", "1h", c.text)
+					deadline := time.Now().Add(30 * time.Second)
+					for {
+						n, why := peer.resets()
+						if n > base {
+							t.Logf("%s resets on %q as documented: %s", rc.name, c.text, why)
+							return
+						}
+						if time.Now().After(deadline) {
+							got, _ := peer.decoded()
+							t.Fatalf("%s did not reset the session within 30s of %q: the limitation %q no longer holds; it decodes the rule as %s",
+								rc.name, c.text, rc.want(c), similar(got, matrixDestination(c.text)))
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				})
+			}
+		})
+	}
+}
+
+// checkShown sends the "shows" rules to one receiver and checks each
+// decoding contains what the table says, without a session reset.
+func checkShown(t *testing.T, rc matrixReceiver, cases []matrixCase) {
+	peer, d := startMatrixPair(t, rc)
+	base, _ := peer.resets()
+	for _, c := range cases {
+		d.mustCLI("rule", "add", "--ttl", "1h", c.text)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := peer.decoded()
+		if err != nil {
+			t.Fatalf("%s: read back: %v", rc.name, err)
+		}
+		var missing []string
+		for _, c := range cases {
+			w := strings.TrimPrefix(rc.want(c), limit+"shows `")
+			shown, _, _ := strings.Cut(w, "`")
+			if g := similar(got, matrixDestination(c.text)); !strings.Contains(g, shown) {
+				missing = append(missing, fmt.Sprintf("%q: want a decoding containing %q, got %s", c.text, shown, g))
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if n, why := peer.resets(); n > base {
+			t.Fatalf("%s reset the session on rules documented as decoded: %s", rc.name, why)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: documented decodings not seen within 30s (the limitation may no longer hold):\n  %s", rc.name, strings.Join(missing, "\n  "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, c := range cases {
+		t.Logf("%s: %q shows as documented: %s", rc.name, c.text, rc.want(c))
+	}
+	if n, why := peer.resets(); n > base {
+		t.Errorf("%s reset the session: %s", rc.name, why)
+	}
+}
+
+// matrixDestination is the first prefix of a rule's text.
+func matrixDestination(text string) string {
+	for _, w := range strings.Fields(text) {
+		if strings.Contains(w, "/") {
+			return w
+		}
+	}
+	return text
+}
+
+// similar lists the decoded routes that share a prefix with key.
 func similar(got map[string]string, key string) string {
-	f := strings.Fields(key)
 	var out []string
 	for k, v := range got {
-		for _, w := range f {
-			if strings.Contains(w, "/") && strings.Contains(k, strings.TrimSuffix(w, ";")) {
+		for _, w := range strings.Fields(key) {
+			if w = strings.TrimSuffix(w, ";"); strings.Contains(w, "/") && strings.Contains(k, w) {
 				out = append(out, v)
 				break
 			}
