@@ -544,7 +544,7 @@ func matrixReceivers() []matrixReceiver {
 						if err != nil {
 							return 0, err.Error()
 						}
-						return r.Downs, fmt.Sprintf("ExaBGP: session down %d times: %q, notifications %v", r.Downs, r.Reasons, r.Notifications)
+						return r.Downs, fmt.Sprintf("ExaBGP: session down %d times: %q, notifications %v; its log:\n%s", r.Downs, r.Reasons, r.Notifications, s.LogTail(6))
 					},
 					decoded: func() (map[string]string, error) { return exabgpDecoded(s, "127.0.0.23") },
 				}
