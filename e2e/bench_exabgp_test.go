@@ -95,10 +95,62 @@ func benchBulkExaBGP(b *testing.B, n int) {
 	}
 }
 
-// BenchmarkBulkExaBGP: BenchmarkBulk's "exabgp" row on its own.
+// benchWireExaBGP: the same N rules handed to ExaBGP, received by a
+// timestamping peer (stampPeer) instead of BIRD, to count the UPDATE
+// messages on the wire: ExaBGP 4.2 sends one FlowSpec NLRI per UPDATE.
+// Reports updates, NLRIs per UPDATE and rules/s until the last arrived.
+func benchWireExaBGP(b *testing.B, n int) {
+	for range b.N {
+		b.StopTimer()
+		exabgptest.Binary(b)
+		peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
+		s := exabgptest.Start(b, exabgptest.Options{Address: benchSpeakerAddr, ASN: 65000,
+			Peers: []exabgptest.Peer{{Address: benchBirdAddr, Port: peerPort, ASN: 65001}}})
+		waitFor(b, 60*time.Second, "ExaBGP session with the stamp peer", peer.Established)
+		b.StartTimer()
+		t0 := time.Now()
+		exabgpSend(b, s, "announce", 0, n)
+		updates, nlris, last := countStamped(b, peer, n, 10*time.Minute)
+		b.StopTimer()
+		b.ReportMetric(float64(n), "rules")
+		b.ReportMetric(float64(updates), "updates")
+		b.ReportMetric(float64(nlris)/float64(updates), "nlri/update")
+		b.ReportMetric(float64(n)/last.Sub(t0).Seconds(), "rules/s")
+	}
+}
+
+// countStamped consumes the stamp peer's UPDATEs until n FlowSpec NLRIs
+// have been announced and returns how many UPDATEs carried them, the NLRI
+// count and when the last arrived.
+func countStamped(b testing.TB, peer *stampPeer, n int, timeout time.Duration) (updates, nlris int, last time.Time) {
+	b.Helper()
+	deadline := time.After(timeout)
+	for nlris < n {
+		select {
+		case u := <-peer.Updates:
+			if len(u.Reach) == 0 {
+				continue
+			}
+			c, err := flowNLRICount(u.Reach)
+			if err != nil {
+				b.Fatal(err)
+			}
+			updates++
+			nlris += c
+			last = u.At
+		case <-deadline:
+			b.Fatalf("stamp peer: %d of %d NLRIs in %d UPDATEs after %v (session up %v, err %v)", nlris, n, updates, timeout, peer.Established(), peer.Err())
+		}
+	}
+	return updates, nlris, last
+}
+
+// BenchmarkBulkExaBGP: BenchmarkBulk's "exabgp" row on its own, and the
+// UPDATE count on the wire for the same N rules.
 func BenchmarkBulkExaBGP(b *testing.B) {
 	n := benchRules(b)
 	b.Run("exabgp", func(b *testing.B) { benchBulkExaBGP(b, n) })
+	b.Run("exabgp-wire", func(b *testing.B) { benchWireExaBGP(b, n) })
 }
 
 // benchTTMExaBGP: for each of n rules, the time from writing one

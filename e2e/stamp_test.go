@@ -237,3 +237,44 @@ func parseStampUpdate(b []byte) (stampedUpdate, error) {
 	}
 	return u, nil
 }
+
+// flowNLRICount counts the FlowSpec NLRIs in nlri (RFC 8955 §4.1: each
+// starts with a 1-octet length, or 2 octets 0xfnnn for 240 and more).
+func flowNLRICount(nlri []byte) (int, error) {
+	n := 0
+	for len(nlri) > 0 {
+		l, hl := int(nlri[0]), 1
+		if l >= 0xf0 {
+			if len(nlri) < 2 {
+				return n, fmt.Errorf("truncated FlowSpec NLRI length: %x", nlri)
+			}
+			l, hl = int(be.BigEndian.Uint16(nlri)&0x0fff), 2
+		}
+		if len(nlri) < hl+l {
+			return n, fmt.Errorf("truncated FlowSpec NLRI: %x", nlri)
+		}
+		nlri = nlri[hl+l:]
+		n++
+	}
+	return n, nil
+}
+
+func TestFlowNLRICount(t *testing.T) {
+	long := append([]byte{0xf1, 0x00}, make([]byte, 256)...) // 2-octet length form, 256 bytes
+	for _, c := range []struct {
+		nlri []byte
+		n    int
+		bad  bool
+	}{
+		{nil, 0, false},
+		{[]byte{0x05, 0x01, 0x18, 0x0a, 0x00, 0x01}, 1, false},
+		{append([]byte{0x05, 0x01, 0x18, 0x0a, 0x00, 0x01}, long...), 2, false},
+		{[]byte{0x05, 0x01}, 0, true},
+		{[]byte{0xf1}, 0, true},
+	} {
+		n, err := flowNLRICount(c.nlri)
+		if n != c.n || (err != nil) != c.bad {
+			t.Errorf("flowNLRICount(%x) = %d, %v; want %d, error %v", c.nlri, n, err, c.n, c.bad)
+		}
+	}
+}
