@@ -1,11 +1,18 @@
 package e2e
 
 // ExaBGP as a sender, for comparison rows in the benchmarks (issue 10):
-// Debian's exabgp fed through its API process pushes the same rules as
-// ruleText(i) to the same kind of BIRD peer. BenchmarkBulkExaBGP and
-// BenchmarkTimeToMitigateExaBGP run them on their own; benchBulkExaBGP and
-// benchTTMExaBGP are the bodies, for a b.Run("exabgp", ...) beside "ours"
-// and "gobgp".
+// Debian's exabgp fed through its API process (exabgptest.Speaker.Send)
+// pushes the same rules as ruleText(i). Bodies for a b.Run("exabgp", ...)
+// beside "ours" and "gobgp":
+//
+//   - benchBulkExaBGP(b, n): N rules until BIRD holds them all (BenchmarkBulk);
+//   - benchWireExaBGP(b, n): the same N rules to a timestamping peer, to
+//     count UPDATE messages on the wire;
+//   - benchTTMExaBGP(b, n): one rule at a time, command to UPDATE arrival
+//     at a timestamping peer, p50/p99 (time-to-mitigate).
+//
+// BenchmarkBulkExaBGP and BenchmarkTimeToMitigateExaBGP run them on their
+// own. stampPeer (stamp_test.go) serves ribkeeper's rows just the same.
 
 import (
 	"fmt"
