@@ -262,8 +262,8 @@ func (f Flow) Key() string {
 // Flows returns the FlowSpec routes of afi ("ipv4" or "ipv6"), read from
 // the text of "show bgp AFI flowspec detail": FRR 8.4's JSON forms of the
 // FlowSpec table carry the components but not the actions ("show bgp ...
-// flowspec json"), or the actions as separate array elements with nothing
-// tying them to their route ("... detail json").
+// flowspec json"), or the actions as separate array elements that follow
+// their route's element in a flat list ("... detail json").
 func (r *Router) Flows(afi string) ([]Flow, error) {
 	out, err := r.Vtysh("show bgp " + afi + " flowspec detail")
 	if err != nil {
