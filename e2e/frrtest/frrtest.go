@@ -188,11 +188,16 @@ func (r *Router) config() string {
 	return b.String()
 }
 
-// Vtysh runs one vtysh command against this bgpd and returns its output.
+// Vtysh runs one vtysh command against this bgpd and returns its standard
+// output. (Run unprivileged, vtysh warns on stderr that it cannot read
+// /etc/frr/vtysh.conf; that must not reach the JSON readers.)
 func (r *Router) Vtysh(command string) (string, error) {
-	out, err := exec.Command(r.vtysh, "--vty_socket", r.Dir, "-d", "bgpd", "-c", command).CombinedOutput()
+	var stderr strings.Builder
+	cmd := exec.Command(r.vtysh, "--vty_socket", r.Dir, "-d", "bgpd", "-c", command)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("vtysh -c %q: %v: %s", command, err, out)
+		return string(out), fmt.Errorf("vtysh -c %q: %v: %s%s", command, err, stderr.String(), out)
 	}
 	return string(out), nil
 }
