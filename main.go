@@ -227,7 +227,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
-	srv := api.New(log.Named("api"), api.Guarded(st, guards), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
+	srv := api.New(log.Named("api"), api.GuardedEarly(st, guards, rec, cfg.Site), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithSendable(bgp.Sendable), api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/ribkeeper/ribkeeper/config"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,11 +29,28 @@ func Guarded(rules Rules, h *config.GuardHolder) Rules {
 	return &guardedRules{Rules: rules, h: h, now: time.Now}
 }
 
+// EarlyAnnouncer announces a rule ahead of the commit of the write that
+// declares it (implemented by *reconcile.Reconciler; see its AnnounceEarly).
+type EarlyAnnouncer interface {
+	AnnounceEarly(flowspec.Rule)
+	Abandon(flowspec.Match)
+}
+
+// GuardedEarly is Guarded, and a single rule written for site (or for
+// every site) that passed the guardrails is handed to e while the store
+// commits it: the UPDATE leaves before the acknowledgement, which still
+// waits for the durable commit. A failed commit abandons it.
+func GuardedEarly(rules Rules, h *config.GuardHolder, e EarlyAnnouncer, site string) Rules {
+	return &guardedRules{Rules: rules, h: h, now: time.Now, early: e, site: site}
+}
+
 type guardedRules struct {
 	Rules
-	h   *config.GuardHolder
-	now func() time.Time
-	mu  sync.Mutex
+	h     *config.GuardHolder
+	now   func() time.Time
+	mu    sync.Mutex
+	early EarlyAnnouncer // nil: none
+	site  string
 }
 
 func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
@@ -41,7 +59,15 @@ func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, 
 	if err := g.check(ctx, []store.Input{in}, false); err != nil {
 		return store.Rule{}, false, err
 	}
-	return g.Rules.Upsert(ctx, in)
+	early := g.early != nil && (len(in.Sites) == 0 || slices.Contains(in.Sites, g.site))
+	if early {
+		g.early.AnnounceEarly(in.Rule)
+	}
+	r, created, err := g.Rules.Upsert(ctx, in)
+	if err != nil && early {
+		g.early.Abandon(in.Rule.Match)
+	}
+	return r, created, err
 }
 
 func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {

@@ -652,3 +652,53 @@ func TestLoadedAfterFirstCompletePass(t *testing.T) {
 		t.Fatalf("loaded with %d of 20 rules in the RIB", got)
 	}
 }
+
+// An early announcement (ahead of its store commit) is not an orphan
+// while its grace runs: adopted when the commit lands, withdrawn when the
+// write is abandoned or the grace ends without it.
+func TestEarlyAnnouncement(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	inRIB := func(m flowspec.Match) bool { _, ok := sp.snapshot()[m]; return ok }
+
+	committed := testRule(t, 1, discard())
+	r.AnnounceEarly(committed)
+	eventually(t, 5*time.Second, "early path in the RIB", func() bool { return inRIB(committed.Match) })
+	pass(t, r)
+	if !inRIB(committed.Match) {
+		t.Fatal("early path withdrawn as an orphan before its commit")
+	}
+	st.add(committed, time.Time{})
+	if res := pass(t, r); res.Added != 0 || !inRIB(committed.Match) {
+		t.Fatalf("after the commit: %+v", res)
+	}
+
+	abandoned := testRule(t, 2, discard())
+	r.AnnounceEarly(abandoned)
+	eventually(t, 5*time.Second, "second early path in the RIB", func() bool { return inRIB(abandoned.Match) })
+	r.Abandon(abandoned.Match)
+	pass(t, r)
+	if inRIB(abandoned.Match) {
+		t.Fatal("abandoned early path still in the RIB")
+	}
+
+	lost := testRule(t, 3, discard())
+	r.AnnounceEarly(lost)
+	eventually(t, 5*time.Second, "third early path in the RIB", func() bool { return inRIB(lost.Match) })
+	pass(t, r)
+	if !inRIB(lost.Match) {
+		t.Fatal("early path withdrawn within its grace")
+	}
+	if next := r.nextRetry(now); next.IsZero() || next.After(now.Add(EarlyGrace)) {
+		t.Fatalf("no wake-up at the end of the grace: %v", next)
+	}
+	now = now.Add(EarlyGrace)
+	pass(t, r)
+	if inRIB(lost.Match) {
+		t.Fatal("early path without a commit still in the RIB after its grace")
+	}
+	if !inRIB(committed.Match) {
+		t.Fatal("the committed rule went too")
+	}
+}

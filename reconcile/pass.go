@@ -80,6 +80,14 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	if snap != nil {
 		full = true // read off the loop; read swaps it in
 	}
+	// Early announcements whose grace ended (their commit never showed
+	// up, or failed) are compared again: orphans now, unless desired.
+	if expired := r.early.expire(now); len(expired) > 0 {
+		for _, m := range expired {
+			r.markDirty(m)
+		}
+		r.quiet.ok = false
+	}
 	if full {
 		res.Full = true
 		r.rereadAt = now
@@ -516,6 +524,7 @@ func (r *Reconciler) generation() (uint64, bool) {
 // a dirty-only pass compares (and actual the same part of the mirror).
 func (r *Reconciler) plan(v view, desired map[flowspec.Match]Want, actual map[flowspec.Match]flowspec.Action) Plan {
 	p := Diff(desired, actual)
+	p.Withdraw = r.early.spare(p.Withdraw)
 	if len(v.hold) > 0 {
 		p.Withdraw = slices.DeleteFunc(p.Withdraw, func(it Item) bool {
 			_, held := v.hold[it.Match]
@@ -838,6 +847,7 @@ func (r *Reconciler) nextRetry(now time.Time) time.Time {
 		t = earliest(t, r.storeNext)
 	}
 	t = earliest(t, r.pace.next)
+	t = earliest(t, r.early.next())
 	if !t.IsZero() && t.Before(now) {
 		t = now
 	}

@@ -192,6 +192,8 @@ type Reconciler struct {
 	loaded     chan struct{} // closed by the first complete pass (Loaded)
 	loadedOnce sync.Once
 
+	early earlySet // announced ahead of their commit (early.go)
+
 	readded, orphaned, replaced atomic.Uint64
 	restarts, reannounced       atomic.Uint64
 

@@ -166,6 +166,7 @@ func (r *Reconciler) fullWalk(now time.Time, look lookFunc, paths func(fn func(f
 		if !listed {
 			return Plan{}, false
 		}
+		p.Withdraw = r.early.spare(p.Withdraw)
 	}
 	p.Capped = r.cfg.MaxWithdrawPerPass > 0 && len(p.Withdraw) > r.cfg.MaxWithdrawPerPass
 	return p, true

@@ -1,0 +1,119 @@
+package reconcile
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// Early announcement: time to mitigate.
+//
+// A write through the API is acknowledged once it is durable in the store,
+// and the reconciler announces what the store says. Waiting for the commit
+// before announcing puts the commit (an fsync) on the path from a
+// detector's request to the routers. AnnounceEarly takes it off: the API
+// hands a rule that passed every check to the speaker while its commit is
+// still running. The reconciler keeps such a path out of orphan withdrawal
+// for EarlyGrace; when the commit lands the path is simply adopted. If the
+// commit fails (Abandon) or never shows up, the path is an ordinary orphan
+// and withdrawn: an announcement never outlives a write that did not
+// happen, and the acknowledgement still means "stored".
+
+// EarlyGrace is how long an early announcement waits for its store commit
+// before the reconciler treats the path as an orphan.
+const EarlyGrace = 10 * time.Second
+
+// earlySet holds the Matches announced ahead of their commit, with the
+// time until which they are not orphans. Written by API goroutines, read
+// by passes.
+type earlySet struct {
+	mu sync.Mutex
+	m  map[flowspec.Match]time.Time
+}
+
+func (e *earlySet) add(m flowspec.Match, until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = make(map[flowspec.Match]time.Time)
+	}
+	e.m[m] = until
+}
+
+// end ends the grace of m at once, if it has one.
+func (e *earlySet) end(m flowspec.Match) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.m[m]
+	if ok {
+		e.m[m] = time.Time{}
+	}
+	return ok
+}
+
+// expire drops the entries whose grace ended by now and returns their
+// Matches: a pass compares them again.
+func (e *earlySet) expire(now time.Time) (expired []flowspec.Match) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for m, until := range e.m {
+		if !now.Before(until) {
+			expired = append(expired, m)
+			delete(e.m, m)
+		}
+	}
+	return expired
+}
+
+// next is the earliest end of a grace still running; zero if none.
+func (e *earlySet) next() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var t time.Time
+	for _, until := range e.m {
+		t = earliest(t, until)
+	}
+	return t
+}
+
+// spare removes from orphans the Matches still within their grace.
+func (e *earlySet) spare(orphans []Item) []Item {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.m) == 0 {
+		return orphans
+	}
+	return slices.DeleteFunc(orphans, func(it Item) bool {
+		_, early := e.m[it.Match]
+		return early
+	})
+}
+
+// AnnounceEarly hands rule to the speaker ahead of the store commit that
+// declares it (see above) and returns at once. Call it only for a rule
+// that passed every check a write makes, for this site; then either the
+// commit lands or Abandon is called. A failed announcement is only logged:
+// the reconciler announces the rule again once the commit shows it. In a
+// dry run it does nothing.
+func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
+	if r.cfg.DryRun {
+		return
+	}
+	r.early.add(rule.Match, r.now().Add(EarlyGrace))
+	go func() {
+		if err := r.s.Announce(context.Background(), []flowspec.Rule{rule})[0]; err != nil {
+			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "err", err)
+		}
+	}()
+}
+
+// Abandon says that the write behind an early announcement of m failed:
+// the next pass withdraws the path unless something else desires it.
+func (r *Reconciler) Abandon(m flowspec.Match) {
+	if r.early.end(m) {
+		r.Trigger()
+	}
+}
