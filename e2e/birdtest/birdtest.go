@@ -130,8 +130,9 @@ func Start(t testing.TB, o Options) *Router {
 func (r *Router) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "log stderr all;\nrouter id %s;\nprotocol device {}\nflow4 table ft4;\nflow6 table ft6;\n", r.RouterID)
-	// Date and milliseconds in "show protocols", for Since.
-	b.WriteString("timeformat protocol iso long ms;\n")
+	// Date and milliseconds in "show protocols" (Since) and in the
+	// "[up0 time]" of each route (Ctl.RouteTime).
+	b.WriteString("timeformat protocol iso long ms;\ntimeformat route iso long ms;\n")
 	fmt.Fprintf(&b, "ipv4 table up4;\nipv6 table up6;\n")
 	for i, p := range r.Peers {
 		fmt.Fprintf(&b, "protocol bgp up%d {\n  local %s port %d as %d;\n  neighbor %s port %d as %d;\n",
@@ -288,4 +289,54 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ImportStats returns, for channel (flow4, flow6, ipv4, ipv6) of the
+// session with peer i, how many route updates and withdrawals BIRD
+// received from the peer ("Import updates"/"Import withdraws", column
+// "received", of "show protocols all"). BIRD keeps counting across a
+// graceful restart and starts again from zero on a new session.
+func (r *Router) ImportStats(i int, channel string) (updates, withdraws int, err error) {
+	out, err := r.Birdc("show", "protocols", "all", fmt.Sprintf("up%d", i))
+	if err != nil {
+		return 0, 0, err
+	}
+	in := false
+	found := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "Channel":
+			in = f[1] == channel
+		case in && len(f) >= 3 && f[0] == "Import" && f[1] == "updates:":
+			_, err = fmt.Sscan(f[2], &updates)
+			found++
+		case in && len(f) >= 3 && f[0] == "Import" && f[1] == "withdraws:":
+			_, err = fmt.Sscan(f[2], &withdraws)
+			found++
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("show protocols all: %q: %w", l, err)
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("show protocols all up%d: no import statistics for channel %s in %q", i, channel, out)
+	}
+	return updates, withdraws, nil
+}
+
+// Notifications returns the lines of BIRD's log that record a NOTIFICATION
+// received from a peer ("<RMT> up0: Received: Administrative shutdown").
+func (r *Router) Notifications() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(r.Dir, "bird.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "<RMT>") && strings.Contains(l, "Received:") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
