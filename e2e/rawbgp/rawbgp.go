@@ -264,8 +264,10 @@ func Dial(ctx context.Context, local netip.Addr, remote netip.AddrPort, password
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{c: c, r: bufio.NewReaderSize(c, 1<<16)}, nil
+	return &Conn{c: c, r: newReader(c)}, nil
 }
+
+func newReader(c net.Conn) *bufio.Reader { return bufio.NewReaderSize(c, 1<<16) }
 
 // Close closes the TCP connection without a NOTIFICATION.
 func (c *Conn) Close() error { return c.c.Close() }
