@@ -27,16 +27,18 @@ const (
 	grTTLFlow = "flow4 { dst 198.51.100.9/32; proto 6; dport 443; }"
 )
 
-// startGR starts BIRD and ribkeeper with graceful restart on both sides
-// (gr) or on neither, announces the rules and waits until BIRD holds them.
-func startGR(t *testing.T, gr bool) (*daemon, *birdtest.Router) {
+// startGR starts BIRD and ribkeeper, ribkeeper's neighbor with
+// graceful_restart = gr and BIRD with "graceful restart on" when birdGR
+// (else BIRD's default, "aware"), announces the rules and waits until BIRD
+// holds them.
+func startGR(t *testing.T, gr, birdGR bool) (*daemon, *birdtest.Router) {
 	t.Helper()
 	birdtest.Binary(t)
 	dir := t.TempDir()
 	rkPort := birdtest.FreePort(t, grRK)
 	birdPort := birdtest.FreePort(t, grBIRD)
 	bird := birdtest.Start(t, birdtest.Options{
-		Address: grBIRD, Port: birdPort, ASN: 65001, GracefulRestart: gr,
+		Address: grBIRD, Port: birdPort, ASN: 65001, GracefulRestart: birdGR,
 		Peers: []birdtest.Peer{{Address: grRK, Port: rkPort, ASN: 65000}},
 	})
 	d := &daemon{t: t, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
@@ -204,8 +206,8 @@ func (d *daemon) waitExit(timeout time.Duration) int {
 // waits until BIRD has swept the expired rule. It returns every sample
 // BIRD's tables gave from before the stop to the end, and when the stop
 // began.
-func grRestart(t *testing.T, gr bool, stop func(*daemon)) (samples []sample, stoppedAt time.Time) {
-	d, bird := startGR(t, gr)
+func grRestart(t *testing.T, gr, birdGR bool, stop func(*daemon)) (samples []sample, stoppedAt time.Time) {
+	d, bird := startGR(t, gr, birdGR)
 	id := d.addRule("--ttl", "4s", grTTLRule)
 	bird.WaitRoutes(t, "ft4", 10*time.Second, "TTL rule announced", hasRoute(grTTLFlow))
 	exp, err := time.Parse(time.RFC3339Nano, d.show(id)["expires_at"].(string))
@@ -291,12 +293,15 @@ func minSample(ss []sample, from time.Time) (sample, int) {
 
 func TestGracefulRestart(t *testing.T) {
 	stops := []struct {
-		name string
-		stop func(*daemon)
+		name   string
+		birdGR bool
+		stop   func(*daemon)
 	}{
-		{"kill -9", (*daemon).kill},
-		{"SIGTERM", (*daemon).stop},
-		{"shutdown without --withdraw", func(d *daemon) {
+		{"kill -9", true, (*daemon).kill},
+		{"SIGTERM", true, (*daemon).stop},
+		// BIRD's default "graceful restart aware" is the helper role too.
+		{"SIGTERM, BIRD graceful restart aware", false, (*daemon).stop},
+		{"shutdown without --withdraw", true, func(d *daemon) {
 			if _, errOut, code := d.cli("shutdown"); code != 0 {
 				d.t.Fatalf("ribkeeper shutdown: exit %d: %s", code, errOut)
 			}
@@ -307,7 +312,7 @@ func TestGracefulRestart(t *testing.T) {
 	}
 	for _, st := range stops {
 		t.Run(st.name, func(t *testing.T) {
-			samples, stoppedAt := grRestart(t, true, st.stop)
+			samples, stoppedAt := grRestart(t, true, st.birdGR, st.stop)
 			low, n := minSample(samples, stoppedAt)
 			gapMax, gapP99 := gapStats(samples)
 			t.Logf("%d samples after the stop (gap between samples: p99 %v, max %v); fewest routes %d+%d at %v after the stop",
@@ -332,10 +337,11 @@ func TestGracefulRestart(t *testing.T) {
 		})
 	}
 
-	// Control: without graceful restart the same stop empties BIRD at some
-	// sample, which shows the sampler sees a gap when there is one.
+	// Control: without graceful restart on ribkeeper's side (BIRD still
+	// "graceful restart on") the same stop empties BIRD at some sample,
+	// which shows the sampler sees a gap when there is one.
 	t.Run("control: SIGTERM without graceful restart", func(t *testing.T) {
-		samples, stoppedAt := grRestart(t, false, (*daemon).stop)
+		samples, stoppedAt := grRestart(t, false, true, (*daemon).stop)
 		low, n := minSample(samples, stoppedAt)
 		t.Logf("%d samples after the stop; fewest routes %d+%d at %v after the stop", n, low.n4, low.n6, low.at.Sub(stoppedAt).Round(time.Millisecond))
 		if low.n4 >= grRules4 && low.n6 >= grRules6 {
@@ -348,7 +354,7 @@ func TestGracefulRestart(t *testing.T) {
 // was sent the withdrawals, closes the session with a Cease and exits 0;
 // the CLI exits 0 once that is done.
 func TestShutdownWithdraw(t *testing.T) {
-	d, bird := startGR(t, true)
+	d, bird := startGR(t, true, true)
 	if out, errOut, code := d.cli("shutdown", "--withdraw"); code != 0 {
 		t.Fatalf("ribkeeper shutdown --withdraw: exit %d: %s%s", code, errOut, out)
 	}
