@@ -358,24 +358,11 @@ func (e *hostileEnv) exchange(t *testing.T, i int, c hostileCase, pw string) (ou
 		}
 	}
 
-	var conn *rawbgp.Conn
 	deadline := time.Now().Add(30 * time.Second)
-	// ribkeeper may not have put the neighbor in Active yet: retry.
-	for {
-		var err error
-		conn, err = rawbgp.Dial(ctx, local, remote, pw)
-		if err == nil {
-			err = conn.Handshake(rawbgp.Open{ASN: hostileRawASN, HoldTime: 240,
-				RouterID: local, Families: c.families, RouteRefresh: true}, deadline)
-			if err == nil {
-				break
-			}
-			conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return outcome{}, fmt.Errorf("session as %s never established: %v", local, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	conn, err := rawSession(ctx, local, remote, pw, rawbgp.Open{ASN: hostileRawASN, HoldTime: 240,
+		RouterID: local, Families: c.families, RouteRefresh: true}, deadline)
+	if err != nil {
+		return outcome{}, err
 	}
 	defer conn.Close()
 
@@ -401,6 +388,25 @@ func (e *hostileEnv) exchange(t *testing.T, i int, c hostileCase, pw string) (ou
 		return outcome{}, fmt.Errorf("after the crafted UPDATE: %v", err)
 	}
 	return outcome{notification: n}, nil
+}
+
+// rawSession dials remote from local and establishes a session with open,
+// retrying until deadline: ribkeeper may not have started the neighbor yet.
+func rawSession(ctx context.Context, local netip.Addr, remote netip.AddrPort, pw string, open rawbgp.Open, deadline time.Time) (*rawbgp.Conn, error) {
+	for {
+		conn, err := rawbgp.Dial(ctx, local, remote, pw)
+		if err == nil {
+			err = conn.Handshake(open, deadline)
+			if err == nil {
+				return conn, nil
+			}
+			conn.Close()
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("session as %s never established: %v", local, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // readTable reads until at least want[f] FlowSpec NLRIs of each family

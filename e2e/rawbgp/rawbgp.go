@@ -341,9 +341,21 @@ func (c *Conn) Handshake(o Open, deadline time.Time) error {
 	}
 }
 
-// FlowSpecNLRIs counts the FlowSpec NLRIs an UPDATE body carries in its
+// FlowSpecNLRIs counts the FlowSpec NLRIs an UPDATE body announces in its
 // MP_REACH_NLRI and returns their family; zero when it carries none.
 func FlowSpecNLRIs(update []byte) (Family, int, error) {
+	return countNLRIs(update, AttrMPReach)
+}
+
+// FlowSpecWithdrawn counts the FlowSpec NLRIs an UPDATE body withdraws in
+// its MP_UNREACH_NLRI and returns their family; zero when it carries none.
+func FlowSpecWithdrawn(update []byte) (Family, int, error) {
+	return countNLRIs(update, AttrMPUnreach)
+}
+
+// countNLRIs counts the FlowSpec NLRIs of the attribute code (MP_REACH or
+// MP_UNREACH) of an UPDATE body.
+func countNLRIs(update []byte, code uint8) (Family, int, error) {
 	if len(update) < 4 {
 		return Family{}, 0, errors.New("UPDATE body shorter than its length fields")
 	}
@@ -361,7 +373,7 @@ func FlowSpecNLRIs(update []byte) (Family, int, error) {
 		if len(attrs) < 3 {
 			return Family{}, 0, errors.New("truncated attribute header")
 		}
-		flags, code := attrs[0], attrs[1]
+		flags, c := attrs[0], attrs[1]
 		var n, h int
 		if flags&FlagExtended != 0 {
 			if len(attrs) < 4 {
@@ -372,18 +384,25 @@ func FlowSpecNLRIs(update []byte) (Family, int, error) {
 			n, h = int(attrs[2]), 3
 		}
 		if len(attrs) < h+n {
-			return Family{}, 0, fmt.Errorf("attribute %d overruns the path attributes", code)
+			return Family{}, 0, fmt.Errorf("attribute %d overruns the path attributes", c)
 		}
 		v := attrs[h : h+n]
 		attrs = attrs[h+n:]
-		if code != AttrMPReach {
+		if c != code {
 			continue
 		}
-		if len(v) < 5 || len(v) < 5+int(v[3]) {
-			return Family{}, 0, errors.New("short MP_REACH_NLRI")
+		if len(v) < 3 {
+			return Family{}, 0, fmt.Errorf("attribute %d shorter than its AFI/SAFI", c)
 		}
 		f := Family{AFI: binary.BigEndian.Uint16(v), SAFI: v[2]}
-		nlri := v[5+int(v[3]):]
+		nlri := v[3:]
+		if code == AttrMPReach {
+			// Next hop length, next hop, reserved octet.
+			if len(v) < 5 || len(v) < 5+int(v[3]) {
+				return f, 0, errors.New("short MP_REACH_NLRI")
+			}
+			nlri = v[5+int(v[3]):]
+		}
 		count := 0
 		for len(nlri) > 0 {
 			// RFC 8955 section 4: one length octet below 240, else two
@@ -396,7 +415,7 @@ func FlowSpecNLRIs(update []byte) (Family, int, error) {
 				l, hl = int(binary.BigEndian.Uint16(nlri)&0x0fff), 2
 			}
 			if len(nlri) < hl+l {
-				return f, count, errors.New("FlowSpec NLRI overruns MP_REACH_NLRI")
+				return f, count, errors.New("FlowSpec NLRI overruns its attribute")
 			}
 			nlri = nlri[hl+l:]
 			count++

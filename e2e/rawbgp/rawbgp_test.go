@@ -26,6 +26,13 @@ func TestFlowSpecNLRIs(t *testing.T) {
 	if _, _, err := FlowSpecNLRIs(Update(nil, bad, nil)); err == nil {
 		t.Fatal("truncated NLRI accepted")
 	}
+	unreach := Attr(FlagOptional, AttrMPUnreach, append([]byte{0, 1, 133}, 0x05, 0x01, 0x18, 0xc0, 0x00, 0x02, 0x03, 0x01, 0x08, 0x0a))
+	if f, n, err := FlowSpecWithdrawn(Update(nil, unreach, nil)); err != nil || f != IPv4FlowSpec || n != 2 {
+		t.Fatalf("FlowSpecWithdrawn = %v, %d, %v; want ipv4-flowspec, 2, nil", f, n, err)
+	}
+	if _, n, err := FlowSpecNLRIs(Update(nil, unreach, nil)); err != nil || n != 0 {
+		t.Fatalf("FlowSpecNLRIs counted withdrawals: %d, %v", n, err)
+	}
 	// A lying Total Path Attribute Length is an error.
 	if _, _, err := FlowSpecNLRIs(UpdateWithAttrLen(nil, len(attrs)+1, attrs, nil)); err == nil {
 		t.Fatal("overlong Total Path Attribute Length accepted")
