@@ -43,6 +43,15 @@ func startGR(t *testing.T, gr, birdGR bool) (*daemon, *birdtest.Router) {
 // configuration.
 func startGRWith(t *testing.T, gr, birdGR bool, extraNeighbors string) (*daemon, *birdtest.Router) {
 	t.Helper()
+	d, bird := startGRDaemon(t, gr, birdGR, extraNeighbors)
+	announceGR(t, d, bird)
+	return d, bird
+}
+
+// startGRDaemon starts BIRD and ribkeeper as startGRWith does, without
+// rules.
+func startGRDaemon(t *testing.T, gr, birdGR bool, extraNeighbors string) (*daemon, *birdtest.Router) {
+	t.Helper()
 	birdtest.Binary(t)
 	dir := t.TempDir()
 	rkPort := birdtest.FreePort(t, grRK)
@@ -81,7 +90,13 @@ socket = %q
 	t.Cleanup(d.stop)
 	d.start()
 	waitFor(t, 30*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+	return d, bird
+}
 
+// announceGR adds the grRules4+grRules6 rules through the API and waits
+// until BIRD holds them.
+func announceGR(t *testing.T, d *daemon, bird *birdtest.Router) {
+	t.Helper()
 	var reqs []api.AddRuleRequest
 	for i := range grRules4 {
 		reqs = append(reqs, api.AddRuleRequest{Text: fmt.Sprintf(
@@ -97,7 +112,6 @@ socket = %q
 		t.Fatalf("add %d rules: %v", len(reqs), err)
 	}
 	waitFull(t, bird)
-	return d, bird
 }
 
 func waitFull(t *testing.T, bird *birdtest.Router) {
@@ -365,10 +379,14 @@ func TestGracefulRestart(t *testing.T) {
 // Cease and exits 0; the CLI exits 0 once that is done. A raw speaker as a
 // second neighbor sees the order on the wire: every withdrawal, then the
 // Cease. BIRD ends up empty and logs the Cease.
+//
+// The raw neighbor has no graceful_restart: a graceful-restart neighbor
+// that is down when ribkeeper starts delays everyone's table (see
+// TestGRDownRouterDelaysNoOther).
 func TestShutdownWithdraw(t *testing.T) {
 	const rawAddr = "127.0.7.3"
 	d, bird := startGRWith(t, true, true, fmt.Sprintf(
-		"[[neighbor]]\naddress = %q\nasn = %d\npassive = true\nfamilies = [\"ipv4-flowspec\", \"ipv6-flowspec\"]\ngraceful_restart = true\n",
+		"[[neighbor]]\naddress = %q\nasn = %d\npassive = true\nfamilies = [\"ipv4-flowspec\", \"ipv6-flowspec\"]\n",
 		rawAddr, hostileRawASN))
 
 	rkPort := listenPort(t, d)
@@ -471,4 +489,22 @@ func listenPort(t *testing.T, d *daemon) int {
 	}
 	t.Fatalf("no listen_port in %s", d.conf)
 	return 0
+}
+
+// A configured graceful-restart router that is down must not hold back the
+// rules of the routers that are up: a mitigation added right after ribkeeper
+// started reaches BIRD while the other neighbor (nothing listens on its
+// address) never comes up.
+func TestGRDownRouterDelaysNoOther(t *testing.T) {
+	const downAddr = "127.0.7.5"
+	downPort := birdtest.FreePort(t, downAddr)
+	d, bird := startGRDaemon(t, true, true, fmt.Sprintf(
+		"[[neighbor]]\naddress = %q\nasn = 65002\nport = %d\nlocal_address = %q\nfamilies = [\"ipv4-flowspec\", \"ipv6-flowspec\"]\ngraceful_restart = true\n",
+		downAddr, downPort, grRK))
+	start := time.Now()
+	d.addRule(dnsRule)
+	// The usual failure timeout of these tests (TestAddUpdateWithdraw):
+	// without the other router, the rule arrives in milliseconds.
+	bird.WaitRoutes(t, "ft4", 10*time.Second, "rule announced while another graceful-restart neighbor is down", has(dnsFlow, discardExt))
+	t.Logf("rule in BIRD %v after it was added", time.Since(start).Round(time.Millisecond))
 }
