@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -417,6 +419,15 @@ func TestShutdownWithdraw(t *testing.T) {
 	var cease *rawbgp.Notification
 	for cease == nil {
 		m, err := conn.Read(time.Now().Add(60 * time.Second))
+		if errors.Is(err, io.EOF) {
+			// GoBGP v4.8.0 writes the Cease best effort (fsm.go
+			// sendNotification ignores the write error and a concurrent
+			// teardown may have closed the socket): seen once in a -race
+			// run. The withdrawals before the end are what matters; BIRD's
+			// Cease is checked below.
+			t.Logf("raw peer: the session ended without a NOTIFICATION after %v withdrawals", withdrawn)
+			break
+		}
 		if err != nil {
 			t.Fatalf("raw peer: %v after %v withdrawals, without a NOTIFICATION", err, withdrawn)
 		}
@@ -444,7 +455,7 @@ func TestShutdownWithdraw(t *testing.T) {
 			t.Errorf("raw peer got %d %s withdrawals of %d rules before the NOTIFICATION", withdrawn[f], f, n)
 		}
 	}
-	if cease.Code != 6 {
+	if cease != nil && cease.Code != 6 {
 		t.Errorf("session ended with %v, want a Cease (code 6)", cease)
 	}
 
