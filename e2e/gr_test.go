@@ -156,10 +156,9 @@ func startSampler(t *testing.T, bird *birdtest.Router, interval time.Duration) *
 		defer tick.Stop()
 		for {
 			sm := sample{at: time.Now()}
-			sm.n4, sm.err = ctl.Count("ft4")
-			if sm.err == nil {
-				sm.n6, sm.err = ctl.Count("ft6")
-			}
+			var counts map[string]int
+			counts, sm.err = ctl.Counts("ft4", "ft6")
+			sm.n4, sm.n6 = counts["ft4"], counts["ft6"]
 			if sm.err == nil {
 				_, sm.ttlFound, sm.err = ctl.RouteTime("ft4", grTTLFlow)
 			}
@@ -369,7 +368,9 @@ func TestGracefulRestart(t *testing.T) {
 	t.Run("control: SIGTERM without graceful restart", func(t *testing.T) {
 		samples, stoppedAt := grRestart(t, false, true, (*daemon).stop)
 		low, n := minSample(samples, stoppedAt)
-		t.Logf("%d samples after the stop; fewest routes %d+%d at %v after the stop", n, low.n4, low.n6, low.at.Sub(stoppedAt).Round(time.Millisecond))
+		gapMax, gapP99 := gapStats(samples)
+		t.Logf("%d samples after the stop (gap between samples: p99 %v, max %v); fewest routes %d+%d at %v after the stop",
+			n, gapP99.Round(time.Millisecond), gapMax.Round(time.Millisecond), low.n4, low.n6, low.at.Sub(stoppedAt).Round(time.Millisecond))
 		if low.n4 >= grRules4 && low.n6 >= grRules6 {
 			t.Errorf("without graceful restart BIRD never held fewer than %d+%d rules: the sampler cannot see a gap", grRules4, grRules6)
 		}

@@ -101,6 +101,34 @@ func (c *Ctl) Count(table string) (int, error) {
 	return 0, fmt.Errorf("show route count: unexpected reply %q", lines)
 }
 
+// Counts returns the number of routes in each of tables, in one command.
+func (c *Ctl) Counts(tables ...string) (map[string]int, error) {
+	cmd := "show route"
+	for _, t := range tables {
+		cmd += " table " + t
+	}
+	lines, err := c.Cmd(cmd + " count")
+	if err != nil {
+		return nil, err
+	}
+	// "N of N routes for N networks in table ft4", one line per table,
+	// then "Total: ..." when there are several.
+	out := map[string]int{}
+	for _, l := range lines {
+		var n, m, k int
+		var table string
+		if _, err := fmt.Sscanf(l, "%d of %d routes for %d networks in table %s", &n, &m, &k, &table); err == nil {
+			out[table] = n
+		}
+	}
+	for _, t := range tables {
+		if _, ok := out[t]; !ok {
+			return nil, fmt.Errorf("%s: no count for table %s in %q", cmd, t, lines)
+		}
+	}
+	return out, nil
+}
+
 // RouteTime returns the time BIRD shows for net (BIRD's text of it, as in
 // Route.Net) in table: when the route last changed, i.e. when the peer
 // last announced it. ok is false when table holds no route for net.
