@@ -37,6 +37,14 @@ type Options struct {
 	Peers    []Peer
 	// Password, when set, enables TCP MD5 on every session.
 	Password string
+	// GracefulRestart makes BIRD a graceful-restart helper for every
+	// session (RFC 4724): "graceful restart on;". When the session drops
+	// without a NOTIFICATION and the peer had advertised GR, BIRD keeps its
+	// routes as stale for the peer's restart time and, once the session is
+	// back, sweeps the stale routes the peer did not re-announce before its
+	// End-of-RIB. Without it BIRD is only GR-aware and flushes the routes
+	// the moment the session drops.
+	GracefulRestart bool
 }
 
 // Router is a running BIRD.
@@ -122,6 +130,9 @@ func Start(t testing.TB, o Options) *Router {
 func (r *Router) config() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "log stderr all;\nrouter id %s;\nprotocol device {}\nflow4 table ft4;\nflow6 table ft6;\n", r.RouterID)
+	// Date and milliseconds in "show protocols" (Since) and in the
+	// "[up0 time]" of each route (Ctl.RouteTime).
+	b.WriteString("timeformat protocol iso long ms;\ntimeformat route iso long ms;\n")
 	fmt.Fprintf(&b, "ipv4 table up4;\nipv6 table up6;\n")
 	for i, p := range r.Peers {
 		fmt.Fprintf(&b, "protocol bgp up%d {\n  local %s port %d as %d;\n  neighbor %s port %d as %d;\n",
@@ -130,6 +141,9 @@ func (r *Router) config() string {
 		b.WriteString("  multihop;\n  connect retry time 1;\n  error wait time 1, 2;\n")
 		if r.Password != "" {
 			fmt.Fprintf(&b, "  password %q;\n", r.Password)
+		}
+		if r.GracefulRestart {
+			b.WriteString("  graceful restart on;\n")
 		}
 		b.WriteString("  flow4 { table ft4; import all; export none; };\n")
 		b.WriteString("  flow6 { table ft6; import all; export none; };\n")
@@ -153,6 +167,25 @@ func (r *Router) Birdc(args ...string) (string, error) {
 func (r *Router) Established(i int) bool {
 	out, err := r.Birdc("show", "protocols", fmt.Sprintf("up%d", i))
 	return err == nil && strings.Contains(out, "Established")
+}
+
+// Since returns the "since" column of "show protocols" for the session
+// with peer i: BIRD updates it whenever the protocol changes state, so an
+// unchanged value means the session was never reset in between.
+func (r *Router) Since(i int) (string, error) {
+	name := fmt.Sprintf("up%d", i)
+	out, err := r.Birdc("show", "protocols", name)
+	if err != nil {
+		return "", err
+	}
+	// "up0  BGP  ---  up  2026-11-23 19:22:51.123  Established"
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && f[0] == name {
+			return f[4] + " " + f[5], nil
+		}
+	}
+	return "", fmt.Errorf("birdc show protocols %s: no line for the protocol in %q", name, out)
 }
 
 // Route is one route as BIRD shows it.
@@ -256,4 +289,54 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ImportStats returns, for channel (flow4, flow6, ipv4, ipv6) of the
+// session with peer i, how many route updates and withdrawals BIRD
+// received from the peer ("Import updates"/"Import withdraws", column
+// "received", of "show protocols all"). BIRD keeps counting across a
+// graceful restart and starts again from zero on a new session.
+func (r *Router) ImportStats(i int, channel string) (updates, withdraws int, err error) {
+	out, err := r.Birdc("show", "protocols", "all", fmt.Sprintf("up%d", i))
+	if err != nil {
+		return 0, 0, err
+	}
+	in := false
+	found := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "Channel":
+			in = f[1] == channel
+		case in && len(f) >= 3 && f[0] == "Import" && f[1] == "updates:":
+			_, err = fmt.Sscan(f[2], &updates)
+			found++
+		case in && len(f) >= 3 && f[0] == "Import" && f[1] == "withdraws:":
+			_, err = fmt.Sscan(f[2], &withdraws)
+			found++
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("show protocols all: %q: %w", l, err)
+		}
+	}
+	if found != 2 {
+		return 0, 0, fmt.Errorf("show protocols all up%d: no import statistics for channel %s in %q", i, channel, out)
+	}
+	return updates, withdraws, nil
+}
+
+// Notifications returns the lines of BIRD's log that record a NOTIFICATION
+// received from a peer ("<RMT> up0: Received: Administrative shutdown").
+func (r *Router) Notifications() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(r.Dir, "bird.log"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "<RMT>") && strings.Contains(l, "Received:") {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
