@@ -7,12 +7,16 @@ package e2e
 // benchmark body is one whole scenario; run them with -benchtime 1x.
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 )
 
@@ -82,6 +86,42 @@ func BenchmarkBulk(b *testing.B) {
 			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, early, peak)
 		}
 	})
+	// ExaBGP (Debian's, fed through its API process), for reference.
+	b.Run("exabgp", func(b *testing.B) { benchBulkExaBGP(b, n) })
+}
+
+// BenchmarkTimeToMitigate: 200 rules, one at a time: from the start of a
+// single POST /v1/rules until the UPDATE carrying it arrives at a peer (a
+// timestamping stampPeer), p50/p99/max; beside ExaBGP 4.2 fed one
+// "announce flow route" line at a time through its API process, to the
+// same kind of peer. ack-p50-ms is when ribkeeper's answer (after the
+// durable commit) arrived.
+func BenchmarkTimeToMitigate(b *testing.B) {
+	const n = 200
+	b.Run("ours", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
+			d := startBenchDaemon(b, birdtest.FreePort(b, benchSpeakerAddr), benchBirdAddr, peerPort, "")
+			waitFor(b, 60*time.Second, "ribkeeper session with the stamp peer", peer.Established)
+			lat := make([]time.Duration, 0, n)
+			acks := make([]time.Duration, 0, n)
+			b.StartTimer()
+			for i := range n {
+				t0 := time.Now()
+				if _, _, err := d.client.AddRule(context.Background(), api.AddRuleRequest{Text: ruleText(i), TTL: "1h"}); err != nil {
+					b.Fatal(err)
+				}
+				acks = append(acks, time.Since(t0))
+				lat = append(lat, waitStamped(b, peer, t0).Sub(t0))
+			}
+			b.StopTimer()
+			reportLatency(b, lat)
+			slices.Sort(acks)
+			b.ReportMetric(float64(acks[len(acks)/2])/float64(time.Millisecond), "ack-p50-ms")
+		}
+	})
+	b.Run("exabgp", func(b *testing.B) { benchTTMExaBGP(b, n) })
 }
 
 // BenchmarkRestart: N rules in the store, ribkeeper killed with SIGKILL,
@@ -130,6 +170,97 @@ func BenchmarkRestart(b *testing.B) {
 			report(b, session, el)
 		}
 	})
+}
+
+// BenchmarkRestartGR: N rules announced to a BIRD that is a graceful-
+// restart helper ("graceful restart on"), ribkeeper's neighbor with
+// graceful_restart = true; ribkeeper killed with SIGKILL and started
+// again once a rule with a short TTL has expired meanwhile. A sampler
+// reads BIRD's table size over one control connection from before the
+// kill until BIRD has swept the expired rule (it does that at the new
+// session's End-of-RIB): min-pct is the smallest table seen as a
+// percentage of the N live rules (100 = no gap), back-s the time from
+// exec until the session was re-established, swept-s until the sweep,
+// samples and gap-max-ms how densely BIRD was read.
+func BenchmarkRestartGR(b *testing.B) {
+	n := benchRules(b)
+	for range b.N {
+		b.StopTimer()
+		birdtest.Binary(b)
+		rkPort := birdtest.FreePort(b, benchSpeakerAddr)
+		bird := birdtest.Start(b, birdtest.Options{Address: benchBirdAddr, ASN: 65001, GracefulRestart: true,
+			Peers: []birdtest.Peer{{Address: benchSpeakerAddr, Port: rkPort, ASN: 65000}}})
+		d := startBenchDaemon(b, rkPort, benchBirdAddr, bird.Port, "graceful_restart = true\nrestart_time = \"300s\"")
+		waitFor(b, 60*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+		addRules(b, d.client, 0, n, apiBatch, "")
+		short, _, err := d.client.AddRule(context.Background(), api.AddRuleRequest{Text: ruleText(n), TTL: "3s"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitCount(b, bird, "ft4", n+1, 10*time.Minute)
+		since, err := bird.Since(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctl, err := bird.Dial()
+		if err != nil {
+			b.Fatal(err)
+		}
+		type sample struct {
+			at time.Time
+			n  int
+		}
+		var (
+			mu      sync.Mutex
+			samples []sample
+			stop    = make(chan struct{})
+			done    = make(chan struct{})
+		)
+		go func() {
+			defer close(done)
+			defer ctl.Close()
+			for {
+				c, err := ctl.Count("ft4")
+				if err == nil {
+					mu.Lock()
+					samples = append(samples, sample{time.Now(), c})
+					mu.Unlock()
+				}
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+		b.StartTimer()
+		d.kill()
+		waitFor(b, time.Minute, "the short rule's TTL passed while ribkeeper is down", func() bool { return time.Now().After(*short.ExpiresAt) })
+		t0 := time.Now()
+		d.start()
+		waitFor(b, 2*time.Minute, "BIRD session re-established", func() bool {
+			s2, err := bird.Since(0)
+			return err == nil && s2 != since && bird.Established(0)
+		})
+		back := time.Since(t0)
+		swept := waitCount(b, bird, "ft4", n, 2*time.Minute).Sub(t0)
+		b.StopTimer()
+		close(stop)
+		<-done
+		least, maxGap := n, time.Duration(0)
+		for i, s := range samples {
+			least = min(least, s.n)
+			if i > 0 {
+				maxGap = max(maxGap, s.at.Sub(samples[i-1].at))
+			}
+		}
+		b.ReportMetric(float64(n), "rules")
+		b.ReportMetric(100*float64(least)/float64(n), "min-pct")
+		b.ReportMetric(back.Seconds(), "back-s")
+		b.ReportMetric(swept.Seconds(), "swept-s")
+		b.ReportMetric(float64(len(samples)), "samples")
+		b.ReportMetric(float64(maxGap)/float64(time.Millisecond), "gap-max-ms")
+	}
 }
 
 // waitEstablished polls BIRD every 20 ms until its session is up.

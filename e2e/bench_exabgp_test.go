@@ -5,18 +5,16 @@ package e2e
 // pushes the same rules as ruleText(i). Bodies for a b.Run("exabgp", ...)
 // beside "ours" and "gobgp":
 //
-//   - benchBulkExaBGP(b, n): N rules until BIRD holds them all (BenchmarkBulk);
-//   - benchWireExaBGP(b, n): the same N rules to a timestamping peer, to
-//     count UPDATE messages on the wire;
+//   - benchBulkExaBGP(b, n): N rules until BIRD holds them all, the UPDATEs
+//     counted on the wire (BenchmarkBulk/exabgp);
 //   - benchTTMExaBGP(b, n): one rule at a time, command to UPDATE arrival
-//     at a timestamping peer, p50/p99 (time-to-mitigate).
-//
-// BenchmarkBulkExaBGP and BenchmarkTimeToMitigateExaBGP run them on their
-// own. stampPeer (stamp_test.go) serves ribkeeper's rows just the same.
+//     at a timestamping peer, p50/p99 (BenchmarkTimeToMitigate/exabgp).
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,15 +39,28 @@ func exabgpFlowNet(i int) string {
 // benchSpeakerAddr peering with it (AS 65000 → 65001, FlowSpec and
 // unicast), and waits for the session.
 func startExaBGPSender(b testing.TB) (*exabgptest.Speaker, *birdtest.Router) {
+	s, bird, _ := startExaBGPSenderCounted(b, false)
+	return s, bird
+}
+
+// startExaBGPSenderCounted is startExaBGPSender with, if count is set, a
+// wireCounter between ExaBGP and BIRD.
+func startExaBGPSenderCounted(b testing.TB, count bool) (*exabgptest.Speaker, *birdtest.Router, *wireCounter) {
 	b.Helper()
 	birdtest.Binary(b)
 	exabgptest.Binary(b)
 	port := birdtest.FreePort(b, benchSpeakerAddr)
 	bird := startBird(b, benchBirdAddr, port)
+	peerAddr, peerPort := benchBirdAddr, bird.Port
+	var wc *wireCounter
+	if count {
+		wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+		peerAddr, peerPort = wc.Addr, wc.Port
+	}
 	s := exabgptest.Start(b, exabgptest.Options{Address: benchSpeakerAddr, Port: port, ASN: 65000,
-		Peers: []exabgptest.Peer{{Address: benchBirdAddr, Port: bird.Port, ASN: 65001}}})
+		Peers: []exabgptest.Peer{{Address: peerAddr, Port: peerPort, ASN: 65001}}})
 	waitFor(b, 60*time.Second, "ExaBGP session with BIRD established", func() bool { return bird.Established(0) })
-	return s, bird
+	return s, bird, wc
 }
 
 // exabgpSend hands ExaBGP commands for rules [from, to) in writes of up to
@@ -85,12 +96,13 @@ func exabgpPushToBIRD(b testing.TB, s *exabgptest.Speaker, bird *birdtest.Router
 func benchBulkExaBGP(b *testing.B, n int) {
 	for range b.N {
 		b.StopTimer()
-		s, bird := startExaBGPSender(b)
+		s, bird, wc := startExaBGPSenderCounted(b, true)
 		rss0, _, _ := settledRSS(b, s.Pid(), nil)
 		b.StartTimer()
 		el, write := exabgpPushToBIRD(b, s, bird, n)
 		b.StopTimer()
 		cur, early, peak := settledRSS(b, s.Pid(), nil)
+		b.ReportMetric(float64(wc.Updates()), "updates")
 		b.ReportMetric(float64(n), "rules")
 		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
 		b.ReportMetric(write.Seconds(), "write-s")
@@ -100,64 +112,6 @@ func benchBulkExaBGP(b *testing.B, n int) {
 		b.ReportMetric(mb(peak), "MB-peak")
 		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
 	}
-}
-
-// benchWireExaBGP: the same N rules handed to ExaBGP, received by a
-// timestamping peer (stampPeer) instead of BIRD, to count the UPDATE
-// messages on the wire: ExaBGP 4.2 sends one FlowSpec NLRI per UPDATE.
-// Reports updates, NLRIs per UPDATE and rules/s until the last arrived.
-func benchWireExaBGP(b *testing.B, n int) {
-	for range b.N {
-		b.StopTimer()
-		exabgptest.Binary(b)
-		peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
-		s := exabgptest.Start(b, exabgptest.Options{Address: benchSpeakerAddr, ASN: 65000,
-			Peers: []exabgptest.Peer{{Address: benchBirdAddr, Port: peerPort, ASN: 65001}}})
-		waitFor(b, 60*time.Second, "ExaBGP session with the stamp peer", peer.Established)
-		b.StartTimer()
-		t0 := time.Now()
-		exabgpSend(b, s, "announce", 0, n)
-		updates, nlris, last := countStamped(b, peer, n, 10*time.Minute)
-		b.StopTimer()
-		b.ReportMetric(float64(n), "rules")
-		b.ReportMetric(float64(updates), "updates")
-		b.ReportMetric(float64(nlris)/float64(updates), "nlri/update")
-		b.ReportMetric(float64(n)/last.Sub(t0).Seconds(), "rules/s")
-	}
-}
-
-// countStamped consumes the stamp peer's UPDATEs until n FlowSpec NLRIs
-// have been announced and returns how many UPDATEs carried them, the NLRI
-// count and when the last arrived.
-func countStamped(b testing.TB, peer *stampPeer, n int, timeout time.Duration) (updates, nlris int, last time.Time) {
-	b.Helper()
-	deadline := time.After(timeout)
-	for nlris < n {
-		select {
-		case u := <-peer.Updates:
-			if len(u.Reach) == 0 {
-				continue
-			}
-			c, err := flowNLRICount(u.Reach)
-			if err != nil {
-				b.Fatal(err)
-			}
-			updates++
-			nlris += c
-			last = u.At
-		case <-deadline:
-			b.Fatalf("stamp peer: %d of %d NLRIs in %d UPDATEs after %v (session up %v, err %v)", nlris, n, updates, timeout, peer.Established(), peer.Err())
-		}
-	}
-	return updates, nlris, last
-}
-
-// BenchmarkBulkExaBGP: BenchmarkBulk's "exabgp" row on its own, and the
-// UPDATE count on the wire for the same N rules.
-func BenchmarkBulkExaBGP(b *testing.B) {
-	n := benchRules(b)
-	b.Run("exabgp", func(b *testing.B) { benchBulkExaBGP(b, n) })
-	b.Run("exabgp-wire", func(b *testing.B) { benchWireExaBGP(b, n) })
 }
 
 // benchTTMExaBGP: for each of n rules, the time from writing one
@@ -211,12 +165,6 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(ms(0.50), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
 	b.ReportMetric(ms(1), "max-ms")
-}
-
-// BenchmarkTimeToMitigateExaBGP: 200 single announcements, ExaBGP → a
-// timestamping peer.
-func BenchmarkTimeToMitigateExaBGP(b *testing.B) {
-	b.Run("exabgp", func(b *testing.B) { benchTTMExaBGP(b, 200) })
 }
 
 // The sender helper itself: rules announced through ExaBGP's API reach

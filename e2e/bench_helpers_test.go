@@ -239,7 +239,6 @@ func startBenchPair(b testing.TB) (*benchDaemon, *birdtest.Router) {
 func startBenchPairCounted(b testing.TB, count bool) (*benchDaemon, *birdtest.Router, *wireCounter) {
 	b.Helper()
 	birdtest.Binary(b)
-	dir := b.TempDir()
 	rkPort := birdtest.FreePort(b, benchSpeakerAddr)
 	bird := startBird(b, benchBirdAddr, rkPort)
 	peerAddr, peerPort := benchBirdAddr, bird.Port
@@ -248,6 +247,17 @@ func startBenchPairCounted(b testing.TB, count bool) (*benchDaemon, *birdtest.Ro
 		wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
 		peerAddr, peerPort = wc.Addr, wc.Port
 	}
+	d := startBenchDaemon(b, rkPort, peerAddr, peerPort, "")
+	waitFor(b, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+	return d, bird, wc
+}
+
+// startBenchDaemon starts ribkeeper on benchSpeakerAddr:rkPort (SQLite,
+// log level info as in the example configuration) with one neighbor;
+// neighborKeys are more keys of its [[neighbor]] table.
+func startBenchDaemon(b testing.TB, rkPort int, peerAddr string, peerPort int, neighborKeys string) *benchDaemon {
+	b.Helper()
+	dir := b.TempDir()
 	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
 	conf := fmt.Sprintf(`site = "bench"
 [log]
@@ -263,11 +273,12 @@ asn = 65001
 port = %[4]d
 local_address = %[1]q
 families = ["ipv4-flowspec", "ipv6-flowspec"]
+%[7]s
 [api]
 socket = %[5]q
 [store]
 path = %[6]q
-`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"))
+`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"), neighborKeys)
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
@@ -275,8 +286,7 @@ path = %[6]q
 	d.start()
 	b.Cleanup(d.stop)
 	d.waitSocket()
-	waitFor(b, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
-	return d, bird, wc
+	return d
 }
 
 // start execs the daemon and returns at once.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every benchmark once, side by side with raw GoBGP where a pair exists,
+# Runs every benchmark once, side by side with raw GoBGP v4 (and ExaBGP)
+# where a pair exists,
 # and writes BENCHMARKS.md from that run (raw output in bench.out).
 #
 # Two go test invocations:
@@ -12,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 BENCHTIME=${BENCHTIME:-1s}
-SCENARIOS='^Benchmark(Bulk|Restart|Churn|ResyncPass|DriftRepair|ExpiryLateness|Propagation)$'
+SCENARIOS='^Benchmark(Bulk|Restart|RestartGR|TimeToMitigate|Churn|ResyncPass|DriftRepair|ExpiryLateness|Propagation)$'
 export RIBKEEPER_BENCH_RULES=${RIBKEEPER_BENCH_RULES:-100000}
 export RIBKEEPER_BENCH_CHURN=${RIBKEEPER_BENCH_CHURN:-1000000}
 export RIBKEEPER_BENCH_REPAIRS=${RIBKEEPER_BENCH_REPAIRS:-1000}

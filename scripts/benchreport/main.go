@@ -174,7 +174,7 @@ func report(w io.Writer, results []*result, env []string, cmdline, notes string)
 		}
 	}
 	if len(pairOrder) > 0 {
-		fmt.Fprintf(w, "## ribkeeper vs raw GoBGP v3.37.0, same run\n\n")
+		fmt.Fprintf(w, "## ribkeeper vs raw GoBGP v4.8.0, same run\n\n")
 		fmt.Fprintf(w, "Speed-up = GoBGP time / ribkeeper time (higher is better for ribkeeper).\n\n")
 		fmt.Fprintf(w, "| benchmark | ribkeeper ns/op | GoBGP ns/op | speed-up | ribkeeper allocs/op | GoBGP allocs/op |\n|---|---|---|---|---|---|\n")
 		for _, k := range pairOrder {
