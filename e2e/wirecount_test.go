@@ -23,6 +23,14 @@ type wireCounter struct {
 	updates atomic.Int64 // UPDATE messages from the speaker
 	msgs    atomic.Int64 // all messages from the speaker
 	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   []net.Conn // closed at cleanup, whoever still holds a session
+}
+
+func (w *wireCounter) track(cs ...net.Conn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.conns = append(w.conns, cs...)
 }
 
 // startWireCounter listens on listenAddr (a loopback address of its own)
@@ -36,6 +44,11 @@ func startWireCounter(t testing.TB, listenAddr, src, target string) *wireCounter
 	w := &wireCounter{ln: ln, Addr: listenAddr, Port: ln.Addr().(*net.TCPAddr).Port}
 	t.Cleanup(func() {
 		ln.Close()
+		w.mu.Lock()
+		for _, c := range w.conns {
+			c.Close()
+		}
+		w.mu.Unlock()
 		w.wg.Wait()
 	})
 	w.wg.Add(1)
@@ -52,6 +65,7 @@ func startWireCounter(t testing.TB, listenAddr, src, target string) *wireCounter
 				in.Close()
 				continue
 			}
+			w.track(in, out)
 			w.wg.Add(2)
 			go func() { defer w.wg.Done(); w.count(out, in) }()
 			go func() {
