@@ -217,3 +217,21 @@ func TestNeighborConfig(t *testing.T) {
 		t.Errorf("multihop = %v, want enabled ttl 5", m)
 	}
 }
+
+// A neighbor whose session never comes up gets a hint; with a TCP MD5
+// password the hint names the key.
+func TestPeerHintWhenNeverUp(t *testing.T) {
+	// Nothing listens on these ports: no TCP connection ever completes.
+	port := freePort(t, "127.0.0.9")
+	s := startSpeaker(t, Config{HintAfter: time.Millisecond, Neighbors: []Neighbor{
+		{Address: netip.MustParseAddr("127.0.0.9"), ASN: 65009, Port: uint16(port), ConnectRetry: 2 * time.Second},
+		{Address: netip.MustParseAddr("127.0.0.10"), ASN: 65010, Port: uint16(port), ConnectRetry: 2 * time.Second, Password: "k3y"},
+	}})
+	eventually(t, 20*time.Second, "hints for both neighbors", func() bool {
+		ps, err := s.Peers(context.Background())
+		if err != nil || len(ps) != 2 {
+			return false
+		}
+		return strings.Contains(ps[0].Hint, "is the router up") && strings.Contains(ps[1].Hint, "TCP MD5 password")
+	})
+}

@@ -33,16 +33,43 @@ type PeerStatus struct {
 	// Received counts routes the peer sent; all are rejected by the import
 	// policy but held in GoBGP's Adj-RIB-In.
 	Received int
+
+	// Since is when the session last changed state (zero: not seen yet).
+	Since time.Time
+	// LastError says why the session last went down, in GoBGP's words
+	// ("notification-received cease/administrative shutdown",
+	// "hold-timer-expired", "read-failed"), and LastErrorAt when; empty
+	// when it never went down.
+	LastError   string
+	LastErrorAt time.Time
+	// Flaps counts the times the session went down after being
+	// established, since the speaker started.
+	Flaps int
+	// Hint tells the operator what to check when the session is not up
+	// and has never come up.
+	Hint string
 }
 
-// peerTable is the session state seen through the peer watch. Only its
-// changes matter (they wake the reconciler); Peers asks GoBGP directly.
+// peerInfo is what the peer watch saw of one session.
+type peerInfo struct {
+	state       gobgp.FSMState
+	since       time.Time
+	lastErr     string
+	lastErrAt   time.Time
+	flaps       int
+	everUp      bool
+	firstSeenAt time.Time
+}
+
+// peerTable is the session state seen through the peer watch: its changes
+// wake the reconciler, and it keeps what GoBGP's ListPeer does not say
+// (why a session went down, flaps). Peers asks GoBGP for the rest.
 type peerTable struct {
 	mu    sync.Mutex
-	state map[string]gobgp.FSMState
+	state map[string]*peerInfo
 }
 
-func (t *peerTable) init() { t.state = make(map[string]gobgp.FSMState) }
+func (t *peerTable) init() { t.state = make(map[string]*peerInfo) }
 
 // families returns the FlowSpec families to negotiate with n.
 func (n *Neighbor) families() []flowspec.Family {
@@ -131,9 +158,26 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 		return
 	}
 	addr, st := pe.Peer.State.NeighborAddress.String(), pe.Peer.State.SessionState
+	now := time.Now()
 	s.peers.mu.Lock()
-	old, known := s.peers.state[addr]
-	s.peers.state[addr] = st
+	info, known := s.peers.state[addr]
+	if !known {
+		info = &peerInfo{state: st, since: now, firstSeenAt: now}
+		s.peers.state[addr] = info
+	}
+	old := info.state
+	if known && old != st {
+		info.state, info.since = st, now
+		if old == gobgp.BGP_FSM_ESTABLISHED {
+			info.flaps++
+		}
+	}
+	if msg := pe.Peer.State.DisconnectMessage; msg != "" && st != gobgp.BGP_FSM_ESTABLISHED && (old == gobgp.BGP_FSM_ESTABLISHED || info.lastErr == "" || msg != info.lastErr) {
+		info.lastErr, info.lastErrAt = msg, now
+	}
+	if st == gobgp.BGP_FSM_ESTABLISHED {
+		info.everUp = true
+	}
 	s.peers.mu.Unlock()
 	if known && old == st {
 		return
@@ -157,7 +201,7 @@ func (s *Speaker) EstablishedPeers() int {
 	defer s.peers.mu.Unlock()
 	n := 0
 	for _, st := range s.peers.state {
-		if st == gobgp.BGP_FSM_ESTABLISHED {
+		if st.state == gobgp.BGP_FSM_ESTABLISHED {
 			n++
 		}
 	}
@@ -193,6 +237,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		if t := p.Timers; established && t != nil && t.State != nil && t.State.Uptime != nil {
 			st.Uptime = time.Since(t.State.Uptime.AsTime()).Truncate(time.Second)
 		}
+		s.describe(&st, p)
 		for _, af := range p.AfiSafis {
 			if af.Config == nil || !af.Config.Enabled {
 				continue
@@ -217,6 +262,41 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		return aa.Compare(ba)
 	})
 	return out, nil
+}
+
+// DefaultHintAfter is Config.HintAfter when unset.
+const DefaultHintAfter = 30 * time.Second
+
+// describe fills in what the peer watch saw of p's session, and a hint
+// when it never came up.
+func (s *Speaker) describe(st *PeerStatus, p *api.Peer) {
+	s.peers.mu.Lock()
+	info, ok := s.peers.state[st.Address]
+	var cp peerInfo
+	if ok {
+		cp = *info
+	}
+	s.peers.mu.Unlock()
+	if !ok {
+		return
+	}
+	st.Since, st.LastError, st.LastErrorAt, st.Flaps = cp.since, cp.lastErr, cp.lastErrAt, cp.flaps
+	after := s.cfg.HintAfter
+	if after <= 0 {
+		after = DefaultHintAfter
+	}
+	if cp.everUp || st.State == "established" || time.Since(cp.firstSeenAt) < after {
+		return
+	}
+	md5 := p.GetConf().GetAuthPassword() != ""
+	switch {
+	case strings.HasPrefix(cp.lastErr, "notification-received"):
+		st.Hint = "the router refuses the session (see last error): check the AS numbers, the router's neighbor address for us and its address families"
+	case md5 && (st.State == "active" || st.State == "connect"):
+		st.Hint = "no TCP connection has completed: with a TCP MD5 password, a key the router does not have (or a different one) looks exactly like this, as does a router that is down or unreachable; compare the keys on both sides"
+	case st.State == "active" || st.State == "connect" || st.State == "idle":
+		st.Hint = "no TCP connection has completed: is the router up and reachable, and does it have a neighbor for our address (and the port, if not 179)?"
+	}
 }
 
 // stateName is the session state as operators read it ("established").

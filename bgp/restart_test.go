@@ -98,6 +98,12 @@ func TestDeliveryMatchesAdjRibOut(t *testing.T) {
 		p, total := s.Delivery(ms[0])
 		return len(p) == 0 && total == 1
 	})
+	// Peers says why: BIRD's "disable" is a Cease, administrative shutdown.
+	eventually(t, 10*time.Second, "peers shows the NOTIFICATION", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && len(ps) == 1 && strings.Contains(ps[0].LastError, "notification-received") &&
+			ps[0].Flaps == 1 && !ps[0].LastErrorAt.IsZero() && !ps[0].Since.IsZero()
+	})
 	if _, err := b.Birdc("enable", "up0"); err != nil {
 		t.Fatal(err)
 	}

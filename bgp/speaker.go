@@ -102,6 +102,10 @@ type Config struct {
 	PeerGroups       []PeerGroup
 	DynamicNeighbors []DynamicNeighbor
 
+	// HintAfter is how long a session may take to come up before Peers
+	// suggests what to check (0: DefaultHintAfter).
+	HintAfter time.Duration
+
 	// HoldPeers makes Start leave the peers out until StartPeers: the
 	// daemon loads the whole desired table first, so that a router gets
 	// the complete table before End-of-RIB (with graceful restart it
