@@ -143,9 +143,9 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
-	ttl := fs.String("ttl", "", "time to live, e.g. 10m (default: never expires)")
-	reason := fs.String("reason", "", "why the rule exists")
-	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site)")
+	ttl := fs.String("ttl", "", "time to live, e.g. 10m, or never (default: never for a new rule, unchanged on an update)")
+	reason := fs.String("reason", "", "why the rule exists (default: unchanged on an update; \"\" clears it)")
+	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site for a new rule, unchanged on an update)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -153,20 +153,53 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	if len(pos) == 0 {
 		return usagef("rule add: missing the rule text 'match ... then ...'")
 	}
-	if *ttl != "" {
-		// Catch typos here, with the usage, before asking the daemon.
-		if d, err := time.ParseDuration(*ttl); err != nil || d <= 0 {
-			return usagef("rule add: --ttl %q is not a positive duration such as 10m or 1h30m", *ttl)
-		}
-	}
 	// Unquoted rule text arrives as several words.
-	text := strings.Join(pos, " ")
-	req := AddRuleRequest{Text: text, TTL: *ttl, Reason: *reason}
-	for _, s := range strings.Split(*sites, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			req.Sites = append(req.Sites, s)
+	req, err := addRequest(fs, "rule add", strings.Join(pos, " "), *ttl, *reason, *sites)
+	if err != nil {
+		return err
+	}
+	return c.addRule(ctx, req)
+}
+
+// addRequest builds the request of rule add and route add: only the flags
+// given on the command line are sent, so an update changes only them.
+func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRuleRequest, error) {
+	req := AddRuleRequest{Text: text}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["ttl"] {
+		ttl = strings.TrimSpace(ttl)
+		if ttl != "" && ttl != TTLNever {
+			// Catch typos here, before asking the daemon.
+			if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
+				return req, usagef("%s: --ttl %q is not a positive duration such as 10m or 1h30m, or never", cmd, ttl)
+			}
+		}
+		req.TTL = ttl
+		if ttl == "" {
+			req.Clear = append(req.Clear, "ttl")
 		}
 	}
+	if given["reason"] {
+		req.Reason = reason
+		if reason == "" {
+			req.Clear = append(req.Clear, "reason")
+		}
+	}
+	if given["sites"] {
+		for _, s := range strings.Split(sites, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				req.Sites = append(req.Sites, s)
+			}
+		}
+		if len(req.Sites) == 0 {
+			req.Clear = append(req.Clear, "sites")
+		}
+	}
+	return req, nil
+}
+
+func (c *cli) addRule(ctx context.Context, req AddRuleRequest) error {
 	r, created, err := c.client.AddRule(ctx, req)
 	if err != nil {
 		return err

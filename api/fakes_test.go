@@ -72,8 +72,17 @@ func (f *fakeRules) upsert(in store.Input) (store.Rule, bool) {
 	now := time.Now().UTC()
 	for id, r := range f.rules {
 		if r.State == store.Active && r.Rule.Match == in.Rule.Match {
-			r.Rule, r.Text, r.Reason, r.Actor, r.Sites = in.Rule, in.Rule.String(), in.Reason, in.Actor, in.Sites
-			r.ExpiresAt, r.UpdatedAt, r.WithdrawRequested = in.ExpiresAt, now, false
+			r.Rule, r.Text, r.Actor = in.Rule, in.Rule.String(), in.Actor
+			r.UpdatedAt, r.WithdrawRequested = now, false
+			if in.Keep&store.KeepReason == 0 {
+				r.Reason = in.Reason
+			}
+			if in.Keep&store.KeepExpiry == 0 {
+				r.ExpiresAt = in.ExpiresAt
+			}
+			if in.Keep&store.KeepSites == 0 {
+				r.Sites = in.Sites
+			}
 			f.rules[id] = r
 			f.record(id, store.EventUpdated, in.Actor)
 			return r, false

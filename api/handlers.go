@@ -79,7 +79,7 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 // addRule handles POST /v1/rules. The request is validated in full (the
 // rule text parsed) before anything is stored.
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var req AddRuleRequest
+	var req ruleRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
@@ -103,7 +103,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 // addRules handles POST /v1/rules/batch: every rule is validated before
 // any is stored, and the store applies them all or none.
 func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var req AddRulesRequest
+	var req rulesRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
@@ -151,8 +151,9 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 }
 
 // input validates one rule request; field prefixes the names of the
-// request fields in errors ("rules[3]." in a batch).
-func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, error) {
+// request fields in errors ("rules[3]." in a batch). Fields absent from
+// the request are kept as stored when the rule already exists.
+func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error) {
 	text := strings.TrimSpace(req.Text)
 	if text == "" {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text",
@@ -165,26 +166,41 @@ func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, er
 	if !rule.IsValid() {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text", "rule text: incomplete rule")
 	}
-	var expires time.Time
-	if req.TTL != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(req.TTL))
+	in := store.Input{Rule: rule, Actor: actor}
+	switch ttl := strings.TrimSpace(deref(req.TTL)); {
+	case req.TTL == nil:
+		in.Keep |= store.KeepExpiry
+	case ttl == "" || ttl == TTLNever:
+	default:
+		d, err := time.ParseDuration(ttl)
 		if err != nil {
 			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				`%sttl %q is not a duration such as "10m" or "1h30m"`, field, req.TTL)
+				`%sttl %q is not a duration such as "10m" or "1h30m" (or "never")`, field, *req.TTL)
 		}
 		if d <= 0 {
 			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				"%sttl must be positive, got %q", field, req.TTL)
+				"%sttl must be positive, got %q", field, *req.TTL)
 		}
-		expires = s.opts.now().Add(d)
+		in.ExpiresAt = s.opts.now().Add(d)
 	}
-	return store.Input{
-		Rule:      rule,
-		ExpiresAt: expires,
-		Reason:    req.Reason,
-		Actor:     actor,
-		Sites:     req.Sites,
-	}, nil
+	if req.Reason == nil {
+		in.Keep |= store.KeepReason
+	} else {
+		in.Reason = *req.Reason
+	}
+	if req.Sites == nil {
+		in.Keep |= store.KeepSites
+	} else {
+		in.Sites = *req.Sites
+	}
+	return in, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // listRules handles GET /v1/rules?state=S.

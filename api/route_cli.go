@@ -67,11 +67,11 @@ func (c *cli) routeAdd(ctx context.Context, args []string) error {
 		acts = append(acts, "next-hop "+*nh)
 	}
 	text := "route " + pos[0] + " then " + strings.Join(acts, " ")
-	ruleArgs := []string{"--ttl", *ttl, "--reason", *reason, "--sites", *sites, "--", text}
-	if *ttl == "" {
-		ruleArgs = ruleArgs[2:]
+	req, err := addRequest(fs, "route add", text, *ttl, *reason, *sites)
+	if err != nil {
+		return err
 	}
-	return c.ruleAdd(ctx, ruleArgs)
+	return c.addRule(ctx, req)
 }
 
 func (c *cli) routeList(ctx context.Context, args []string) error {

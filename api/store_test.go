@@ -97,9 +97,9 @@ func TestWithSQLiteStore(t *testing.T) {
 	if status != 201 || first.Actor != "cli" || first.ExpiresAt == nil || time.Until(*first.ExpiresAt) < 59*time.Minute {
 		t.Fatalf("add: %d %s", status, body)
 	}
-	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`"}`)
-	if second := decode[Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil {
-		t.Fatalf("update: %d %s, want 200 with id %d and no expiry", status, body, first.ID)
+	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`","ttl":"never"}`)
+	if second := decode[Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil || second.Reason != "r1" {
+		t.Fatalf("update: %d %s, want 200 with id %d, no expiry and the reason kept", status, body, first.ID)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`","sites":["par1",""]}`)
 	if e := wantError(t, status, body, 400, CodeInvalidInput); e.Field != "sites" {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
@@ -8,17 +10,66 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// AddRuleRequest is the body of POST /v1/rules.
+// AddRuleRequest is the body of POST /v1/rules (and of each rule of
+// POST /v1/rules/batch).
+//
+// Storing a match that is already active updates that rule, and only the
+// fields present in the JSON change: without "ttl", "reason" or "sites"
+// the stored expiry, reason and sites stay. "reason": "" clears the
+// reason, "sites": [] targets every site, "ttl": "never" removes the
+// expiry. A new rule takes absent fields as: never expires, no reason,
+// every site.
 type AddRuleRequest struct {
 	Text   string   `json:"text"`             // "match ... then ..."
-	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m"; empty: never expires
-	Reason string   `json:"reason,omitempty"` // free text
+	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m", or "never"
+	Reason string   `json:"reason,omitempty"` // free text, at most MaxReasonBytes
 	Sites  []string `json:"sites,omitempty"`  // empty: every site
+	// Clear names fields sent even when empty, so that an update clears
+	// them: "reason" (no reason), "sites" (every site), "ttl" (never
+	// expires). The Go client's way to say what JSON says with "".
+	Clear []string `json:"-"`
+}
+
+// TTLNever is the ttl that removes a rule's expiry.
+const TTLNever = "never"
+
+// ruleRequest is AddRuleRequest as sent on the wire: a nil field was
+// absent (or null), which on an update keeps the stored value.
+type ruleRequest struct {
+	Text   string    `json:"text"`
+	TTL    *string   `json:"ttl,omitempty"`
+	Reason *string   `json:"reason,omitempty"`
+	Sites  *[]string `json:"sites,omitempty"`
+}
+
+// MarshalJSON sends the fields that are set or named in Clear.
+func (r AddRuleRequest) MarshalJSON() ([]byte, error) {
+	w := ruleRequest{Text: r.Text}
+	clear := func(f string) bool { return slices.Contains(r.Clear, f) }
+	if r.TTL != "" {
+		w.TTL = &r.TTL
+	} else if clear("ttl") {
+		never := TTLNever
+		w.TTL = &never
+	}
+	if r.Reason != "" || clear("reason") {
+		w.Reason = &r.Reason
+	}
+	if len(r.Sites) > 0 || clear("sites") {
+		sites := nonNil(r.Sites)
+		w.Sites = &sites
+	}
+	return json.Marshal(w)
 }
 
 // AddRulesRequest is the body of POST /v1/rules/batch.
 type AddRulesRequest struct {
 	Rules []AddRuleRequest `json:"rules"`
+}
+
+// rulesRequest is AddRulesRequest as decoded by the server.
+type rulesRequest struct {
+	Rules []ruleRequest `json:"rules"`
 }
 
 // Event is one entry of a rule's audit history.

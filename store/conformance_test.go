@@ -26,6 +26,8 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("EveryActionRoundTrips", func(t *testing.T) { testActionsRoundTrip(t, fresh) })
 	t.Run("CountsMatchList", func(t *testing.T) { testCounts(t, fresh) })
 	t.Run("RevisionsMissNothingUnderConcurrentWrites", func(t *testing.T) { testRevisionsConcurrent(t, fresh) })
+	t.Run("IDsOnlyForNewRules", func(t *testing.T) { testDenseIDs(t, fresh) })
+	t.Run("UpdateKeepsWhatWasNotGiven", func(t *testing.T) { testKeep(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -724,5 +726,91 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	}
 	if h, _ := s.History(ctx, rs[0].ID); countKind(h, EventExpired) != 1 {
 		t.Fatalf("second FinishMany recorded again: %+v", h)
+	}
+}
+
+// Updates never consume an id: single upserts, batches with updates and
+// repeats, and concurrent upserts of one Match leave the ids of new rules
+// consecutive.
+func testDenseIDs(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	var want []int64
+	add := func(i int, action string) {
+		t.Helper()
+		r, created, err := a.Upsert(ctx, Input{Rule: rule(t, i, action), Reason: action})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created {
+			want = append(want, r.ID)
+		}
+	}
+	add(1, "discard")
+	add(1, "rate-limit 1000")
+	add(1, "rate-limit 1000") // identical
+	add(2, "discard")
+	add(2, "rate-limit 2000")
+	rs, err := a.UpsertMany(ctx, []Input{
+		{Rule: rule(t, 1, "discard")}, {Rule: rule(t, 3, "discard")}, {Rule: rule(t, 3, "rate-limit 5")},
+		{Rule: rule(t, 4, "discard")}, {Rule: rule(t, 2, "discard")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, rs[1].ID, rs[3].ID)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			if _, _, err := st.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: string(rune('a' + i))}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	add(5, "discard")
+	for i, id := range want {
+		if id != want[0]+int64(i) {
+			t.Fatalf("ids of new rules %v, want consecutive", want)
+		}
+	}
+	if all, _ := a.List(ctx, ""); len(all) != 5 {
+		t.Fatalf("%d rules stored, want 5", len(all))
+	}
+}
+
+// An update with Keep leaves those fields as stored; a new rule takes them
+// from the input as given.
+func testKeep(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	all := KeepReason | KeepExpiry | KeepSites
+	r, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "DNS amplification", ExpiresAt: exp,
+		Sites: []string{"a"}, Actor: "cli", Keep: all})
+	if err != nil || !created || r.Reason != "DNS amplification" || !r.ExpiresAt.Equal(exp) || len(r.Sites) != 1 {
+		t.Fatalf("create with Keep: %+v created=%v %v", r, created, err)
+	}
+	r2, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), Actor: "cli", Keep: all})
+	if err != nil || created || r2.ID != r.ID || r2.Reason != "DNS amplification" || !r2.ExpiresAt.Equal(exp) ||
+		len(r2.Sites) != 1 || r2.Rule != rule(t, 1, "rate-limit 125000") {
+		t.Fatalf("update keeping all: %+v created=%v %v", r2, created, err)
+	}
+	if g, _ := s.Get(ctx, r.ID); !equalRule(g, r2) {
+		t.Fatalf("stored %+v, returned %+v", g, r2)
+	}
+	// Given explicitly, even empty: replaced.
+	r3, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), Actor: "cli", Keep: KeepExpiry | KeepSites})
+	if err != nil || r3.Reason != "" || !r3.ExpiresAt.Equal(exp) {
+		t.Fatalf("clearing the reason: %+v %v", r3, err)
+	}
+	h, _ := s.History(ctx, r.ID)
+	if last := h[len(h)-1]; last.Old["reason"] != "DNS amplification" || last.New["reason"] != "" {
+		t.Fatalf("history of the cleared reason: %+v", last)
 	}
 }

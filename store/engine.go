@@ -52,6 +52,10 @@ type tx interface {
 	insertID(ctx context.Context, q string, args ...any) (id int64, inserted bool, err error)
 	// insertIDs runs insertID once per argument list (PostgreSQL: pipelined).
 	insertIDs(ctx context.Context, q string, args [][]any) (ids []int64, inserted []bool, err error)
+	// queryIDs runs q, a SELECT of one id column, once per argument list
+	// (PostgreSQL: pipelined) and returns the first id of each, or
+	// found=false when it selected no row.
+	queryIDs(ctx context.Context, q string, args [][]any) (ids []int64, found []bool, err error)
 	commit(ctx context.Context) error
 	// rollback is a no-op after commit.
 	rollback(ctx context.Context) error

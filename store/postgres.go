@@ -251,8 +251,13 @@ func (t *pgTx) insertID(ctx context.Context, q string, args ...any) (int64, bool
 
 // insertIDs pipelines the inserts, 1000 per round trip.
 func (t *pgTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
+	return t.queryIDs(ctx, q+" RETURNING id", args)
+}
+
+// queryIDs pipelines the queries, 1000 per round trip.
+func (t *pgTx) queryIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
 	const chunk = 1000
-	q = t.e.sql(q + " RETURNING id")
+	q = t.e.sql(q)
 	ids, ok := make([]int64, len(args)), make([]bool, len(args))
 	for start := 0; start < len(args); start += chunk {
 		end := min(start+chunk, len(args))

@@ -232,6 +232,20 @@ func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int
 	return ids, ok, nil
 }
 
+func (t *sqliteTx) queryIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
+	ids, ok := make([]int64, len(args)), make([]bool, len(args))
+	for i, a := range args {
+		err := t.queryRow(ctx, q, a...).Scan(&ids[i])
+		switch {
+		case err == nil:
+			ok[i] = true
+		case !errors.Is(err, errNoRows):
+			return nil, nil, err
+		}
+	}
+	return ids, ok, nil
+}
+
 func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	st, err := t.stmt(ctx, q)
 	if err != nil {

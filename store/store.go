@@ -91,7 +91,20 @@ type Input struct {
 	Reason    string
 	Actor     string
 	Sites     []string // empty: every site
+	// Keep names the fields an update of an active rule leaves as stored
+	// (the caller did not give them); a new rule takes them from Input as
+	// they are. The zero value replaces every field.
+	Keep Keep
 }
+
+// Keep is a set of Input fields an update leaves as stored.
+type Keep uint8
+
+const (
+	KeepReason Keep = 1 << iota // keep Reason
+	KeepExpiry                  // keep ExpiresAt
+	KeepSites                   // keep Sites
+)
 
 // Config selects and configures an engine.
 type Config struct {

@@ -12,6 +12,8 @@ const insertRuleSQL = `INSERT INTO rules
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
+const selectActiveIDSQL = `SELECT id FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`
+
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
 	expires_at = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
 
@@ -90,22 +92,46 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
-		// Insert every rule at once (pipelined on PostgreSQL); the ones
-		// whose Match is already active, in the database or earlier in
-		// this batch, then update in input order, so the last input for a
-		// Match wins as if they had been stored one by one.
-		args := make([][]any, len(es))
+		// Look every Match up at once (pipelined on PostgreSQL), insert
+		// the first input of each Match that is not active yet, then
+		// update the rest in input order, so the last input for a Match
+		// wins as if they had been stored one by one. Looking up first
+		// keeps ids dense: updates never take one.
+		keys := make([][]any, len(es))
 		for i := range es {
-			args[i] = s.insertArgs(&es[i], now)
+			keys[i] = []any{es[i].family, es[i].nlri}
+		}
+		_, exists, err := t.queryIDs(ctx, selectActiveIDSQL, keys)
+		if err != nil {
+			return false, fmt.Errorf("look up active rules: %w", err)
+		}
+		var (
+			toInsert []int // indexes into es
+			args     [][]any
+			seen     = make(map[string]bool, len(es))
+		)
+		for i := range es {
+			k := string(rune(es[i].family)) + string(es[i].nlri)
+			if exists[i] || seen[k] {
+				continue
+			}
+			seen[k] = true
+			toInsert = append(toInsert, i)
+			args = append(args, s.insertArgs(&es[i], now))
 		}
 		ids, inserted, err := t.insertIDs(ctx, insertRuleSQL, args)
 		if err != nil {
 			return false, fmt.Errorf("insert rules: %w", err)
 		}
+		done := make([]bool, len(es))
 		changed := false
+		for j, i := range toInsert {
+			if inserted[j] {
+				out[i], changed, done[i] = s.created(t, ids[j], &es[i], now), true, true
+			}
+		}
 		for i := range es {
-			if inserted[i] {
-				out[i], changed = s.created(t, ids[i], &es[i], now), true
+			if done[i] {
 				continue
 			}
 			var c bool
@@ -137,44 +163,62 @@ func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	return r
 }
 
-// upsertTx inserts e, or updates the active row with the same Match. The
-// insert comes first: it is the common case and needs no lookup.
+// upsertTx updates the active row with e's Match, or inserts e when there
+// is none. The lookup comes first, so an update never consumes an id: ids
+// are assigned to new rules only (an INSERT that conflicts would take one
+// from the sequence on PostgreSQL).
 func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
 	for range 5 {
-		id, inserted, err := t.insertID(ctx, insertRuleSQL, s.insertArgs(e, now)...)
-		if err != nil {
-			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
-		}
-		if inserted {
-			return s.created(t, id, e, now), true, true, nil
-		}
 		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
 			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
 			s.site, e.family, e.nlri))
 		if errors.Is(err, errNoRows) {
-			continue
+			id, inserted, err := t.insertID(ctx, insertRuleSQL, s.insertArgs(e, now)...)
+			if err != nil {
+				return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
+			}
+			if inserted {
+				return s.created(t, id, e, now), true, true, nil
+			}
+			continue // inserted by another instance meanwhile: update it
 		}
 		if err != nil {
 			return Rule{}, false, false, fmt.Errorf("read active rule: %w", err)
 		}
-		r = old
-		r.Rule, r.Text, r.Reason, r.Actor = e.in.Rule, e.text, e.in.Reason, e.in.Actor
-		r.Sites, r.ExpiresAt, r.WithdrawRequested = e.sites, e.expires, false
+		r = merged(old, e)
 		was, is := diffFields(ruleFields(old), ruleFields(r))
 		if len(is) == 0 {
 			return old, false, false, nil
 		}
 		r.UpdatedAt = now
-		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, e.in.Reason, e.in.Actor, e.sitesJS,
-			s.eng.timeArg(e.expires), s.eng.timeArg(now), old.ID); err != nil {
+		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, r.Reason, r.Actor, encodeSites(r.Sites),
+			s.eng.timeArg(r.ExpiresAt), s.eng.timeArg(now), old.ID); err != nil {
 			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
 		}
 		t.event(old.ID, now, EventUpdated, e.in.Actor, "", was, is)
 		return r, false, true, nil
 	}
 	return Rule{}, false, false, fmt.Errorf("rule %s keeps changing under concurrent writers: retry", e.text)
+}
+
+// merged is old updated with e: the rule, its text and the actor always,
+// the reason, expiry and sites unless e keeps them; a pending withdraw
+// request is cancelled.
+func merged(old Rule, e *encoded) Rule {
+	r := old
+	r.Rule, r.Text, r.Actor, r.WithdrawRequested = e.in.Rule, e.text, e.in.Actor, false
+	if e.in.Keep&KeepReason == 0 {
+		r.Reason = e.in.Reason
+	}
+	if e.in.Keep&KeepExpiry == 0 {
+		r.ExpiresAt = e.expires
+	}
+	if e.in.Keep&KeepSites == 0 {
+		r.Sites = e.sites
+	}
+	return r
 }
 
 // Withdraw asks for an active rule to be withdrawn (sets WithdrawRequested)
