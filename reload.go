@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -142,9 +143,10 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 		}
 		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
 		reason := why
-		if r.Reason != "" {
+		if r.Reason != "" && len(r.Reason)+len(why)+3 <= store.MaxReasonBytes {
 			reason = r.Reason + " [" + why + "]"
 		}
+		reason = strings.ToValidUTF8(reason[:min(len(reason), store.MaxReasonBytes)], "")
 		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Sites: r.Sites}); err != nil {
 			log.Warn("guardrail: could not record the reason", "rule", r.ID, "error", err)
 		}

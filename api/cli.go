@@ -56,12 +56,12 @@ func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stder
 		return exitOK
 	case errors.As(err, &ue):
 		if ue.msg != "" {
-			fmt.Fprintf(stderr, "ribkeeper: %s\n", ue.msg)
+			fmt.Fprintf(stderr, "ribkeeper: %s\n", safeText(ue.msg))
 		}
 		fmt.Fprint(stderr, cliUsage)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "ribkeeper: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "ribkeeper: %s\n", safeText(oneLine(err.Error())))
 		return exitError
 	}
 }
@@ -209,7 +209,7 @@ func (c *cli) addRule(ctx context.Context, req AddRuleRequest) error {
 	if created {
 		verb = "created"
 	}
-	fmt.Fprintf(c.stderr, "%s rule %d: %s\n", verb, r.ID, r.Text)
+	fmt.Fprintf(c.stderr, "%s rule %d: %s\n", verb, r.ID, safeText(r.Text))
 	return nil
 }
 
@@ -330,7 +330,7 @@ func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, r.State)
+	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, safeText(r.State))
 	return nil
 }
 
@@ -484,7 +484,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout, "  none yet")
 	}
 	for _, e := range st.Errors {
-		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", e)
+		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(oneLine(e)))
 	}
 	return nil
 }
@@ -511,7 +511,7 @@ func (i *indent) Write(b []byte) (int, error) {
 }
 
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
+	enc := json.NewEncoder(safeJSON{c.stdout})
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -55,15 +55,20 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 // toError classifies err into the API's error vocabulary. Unclassified
 // errors are logged and reported as internal without their text.
 func (s *Server) toError(r *http.Request, err error) *Error {
-	var e *Error
+	var (
+		e  *Error
+		ie *store.InputError
+	)
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
+	case errors.As(err, &ie):
+		field := requestField(ie)
+		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, oneLine(ie.Msg))
 	case errors.Is(err, store.ErrInvalidInput):
-		msg := strings.TrimPrefix(err.Error(), "store: ")
-		return newError(http.StatusBadRequest, CodeInvalidInput, storeField(msg), "%s", oneLine(msg))
+		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", oneLine(strings.TrimPrefix(err.Error(), "store: ")))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", oneLine(err.Error()))
@@ -187,6 +192,9 @@ func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error
 		in.Keep |= store.KeepReason
 	} else {
 		in.Reason = *req.Reason
+		if err := store.CheckText(in.Reason, store.MaxReasonBytes); err != nil {
+			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidInput, field+"reason", "%sreason: %v", field, err)
+		}
 	}
 	if req.Sites == nil {
 		in.Keep |= store.KeepSites
@@ -295,26 +303,20 @@ func byPrecedence(rules []store.Rule) map[int64]int64 {
 	return shadowed
 }
 
-// storeField maps the field a store error names ("input.sites: ...",
-// "inputs[2].expires_at: ...") to the request field ("sites", "rules[2].ttl").
-func storeField(msg string) string {
-	name, _, ok := strings.Cut(msg, ":")
-	if !ok || strings.ContainsAny(name, " \t") {
-		return ""
-	}
-	prefix := ""
-	if i := strings.Index(name, "]."); strings.HasPrefix(name, "inputs[") && i > 0 {
-		prefix, name = "rules"+name[len("inputs"):i+2], name[i+2:]
-	} else {
-		name = strings.TrimPrefix(name, "input.")
-	}
+// requestField names the request field of the store input a store error
+// is about: "sites", "ttl" (expires_at), "rules[2].text" (rule).
+func requestField(e *store.InputError) string {
+	name := e.Field
 	switch name {
 	case "expires_at":
 		name = "ttl"
 	case "rule":
 		name = "text"
 	}
-	return prefix + name
+	if e.Index >= 0 {
+		return fmt.Sprintf("rules[%d].%s", e.Index, name)
+	}
+	return name
 }
 
 // getRule handles GET /v1/rules/{id}.

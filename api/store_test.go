@@ -123,16 +123,18 @@ func TestWithSQLiteStore(t *testing.T) {
 	wantError(t, status, body, 404, CodeNotFound)
 }
 
-func TestStoreField(t *testing.T) {
-	for msg, want := range map[string]string{
-		"input.sites: empty site name: invalid input":        "sites",
-		"input.expires_at: ... is not in the future":         "ttl",
-		"inputs[2].rule: not a valid FlowSpec rule":          "rules[2].text",
-		"upsert rules: inputs[1] (match ...): something odd": "",
-		"no colon here": "",
+func TestRequestField(t *testing.T) {
+	for _, c := range []struct {
+		e    store.InputError
+		want string
+	}{
+		{store.InputError{Index: -1, Field: "sites"}, "sites"},
+		{store.InputError{Index: -1, Field: "expires_at"}, "ttl"},
+		{store.InputError{Index: 2, Field: "rule"}, "rules[2].text"},
+		{store.InputError{Index: 0, Field: "reason"}, "rules[0].reason"},
 	} {
-		if got := storeField(msg); got != want {
-			t.Errorf("storeField(%q) = %q, want %q", msg, got, want)
+		if got := requestField(&c.e); got != c.want {
+			t.Errorf("requestField(%+v) = %q, want %q", c.e, got, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,11 @@ func testInvalid(t *testing.T, fresh freshFunc) {
 		"past expiry": {Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(-time.Second)},
 		"empty site":  {Rule: rule(t, 1, "discard"), Sites: []string{"a", ""}},
 		"spaced site": {Rule: rule(t, 1, "discard"), Sites: []string{" a"}},
+		"ESC reason":  {Rule: rule(t, 1, "discard"), Reason: "\x1b[2J"},
+		"NUL reason":  {Rule: rule(t, 1, "discard"), Reason: "a\x00"},
+		"bidi reason": {Rule: rule(t, 1, "discard"), Reason: "a\u202eb"},
+		"long reason": {Rule: rule(t, 1, "discard"), Reason: strings.Repeat("x", MaxReasonBytes+1)},
+		"bad actor":   {Rule: rule(t, 1, "discard"), Actor: "a\nb"},
 	}
 	for name, in := range cases {
 		if _, _, err := s.Upsert(ctx, in); !errors.Is(err, ErrInvalidInput) {

@@ -32,7 +32,31 @@ func (e *unavailableError) Error() string {
 
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
-// invalid returns an ErrInvalidInput error naming field.
+// InputError is an input the store refused; nothing stored changed. It
+// matches ErrInvalidInput. Callers map Field to their own names with
+// errors.As instead of parsing the message.
+type InputError struct {
+	// Index is the input's position in an UpsertMany batch, -1 otherwise.
+	Index int
+	// Field is the Input field at fault: "rule", "reason", "actor",
+	// "sites", "expires_at"; or a setting or argument: "state", "site",
+	// "driver", "dsn", "path".
+	Field string
+	// Msg says what is wrong and what to do; it does not repeat Field.
+	Msg string
+}
+
+func (e *InputError) Error() string {
+	if e.Index >= 0 {
+		return fmt.Sprintf("store: inputs[%d].%s: %s: %v", e.Index, e.Field, e.Msg, ErrInvalidInput)
+	}
+	return fmt.Sprintf("store: %s: %s: %v", e.Field, e.Msg, ErrInvalidInput)
+}
+
+// Is makes an InputError match ErrInvalidInput.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// invalid returns an InputError naming field.
 func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("store: %s: %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidInput)
+	return &InputError{Index: -1, Field: field, Msg: fmt.Sprintf(format, args...)}
 }

@@ -60,7 +60,7 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 // returns after the commit.
 func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err error) {
 	now := dbTimeNow()
-	e, err := encode(in, "input", now)
+	e, err := encode(in, -1, now)
 	if err != nil {
 		return Rule{}, false, err
 	}
@@ -86,7 +86,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	es := make([]encoded, len(ins))
 	for i, in := range ins {
 		var err error
-		if es[i], err = encode(in, fmt.Sprintf("inputs[%d]", i), now); err != nil {
+		if es[i], err = encode(in, i, now); err != nil {
 			return nil, err
 		}
 	}
