@@ -217,7 +217,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	state := fs.String("state", "", "only rules in this state")
-	order := fs.String("order", "precedence", "precedence (the order routers apply rules in) or id (newest first)")
+	order := fs.String("order", OrderPrecedence, "precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -225,13 +225,19 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("rule list: unexpected argument %q", pos[0])
 	}
+	switch *order {
+	case OrderPrecedence, OrderID, OrderExpires:
+	default:
+		return usagef("rule list: --order %q is not one of precedence, id, expires", *order)
+	}
 	rules, err := c.client.ListRulesOrdered(ctx, *state, *order)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(ruleList{Rules: nonNil(rules)})
+		return c.printJSON(ruleList{Order: *order, Rules: nonNil(rules)})
 	}
+	fmt.Fprintf(c.stderr, "%d rules %s (--order precedence|id|expires)\n", len(rules), orderText(*order))
 	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()
 	for _, r := range rules {

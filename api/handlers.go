@@ -226,9 +226,13 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 			"state %q is not one of active, withdrawing, withdrawn, expired", state)
 	}
 	order := r.URL.Query().Get("order")
-	if order != "" && order != "id" && order != "precedence" {
+	switch order {
+	case "":
+		order = OrderID
+	case OrderID, OrderPrecedence, OrderExpires:
+	default:
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
-			"order %q is not one of id (newest first), precedence (the order routers apply rules in)", order)
+			"order %q is not one of id (newest first), precedence (the order routers apply rules in), expires (soonest expiry first)", order)
 	}
 	rules, err := s.rules.List(r.Context(), filter)
 	if err != nil {
@@ -238,10 +242,13 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
 	}
 	var shadowedBy map[int64]int64
-	if order == "precedence" {
+	switch order {
+	case OrderPrecedence:
 		shadowedBy = byPrecedence(rules)
+	case OrderExpires:
+		byExpiry(rules)
 	}
-	out := ruleList{Rules: make([]Rule, 0, len(rules))}
+	out := ruleList{Order: order, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
 		rule.ShadowedBy = shadowedBy[sr.ID]
@@ -249,6 +256,41 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		out.Rules = append(out.Rules, rule)
 	}
 	return http.StatusOK, out, nil
+}
+
+// The orders of GET /v1/rules (?order=).
+const (
+	OrderID         = "id"         // newest first (the default)
+	OrderPrecedence = "precedence" // the order routers apply rules in
+	OrderExpires    = "expires"    // soonest expiry first, rules that never expire last
+)
+
+// orderText says an order in words, as rule list prints it.
+func orderText(order string) string {
+	switch order {
+	case OrderPrecedence:
+		return "in precedence order: the order routers apply them (RFC 8955 §5.1), IPv4 then IPv6, then inactive rules newest first"
+	case OrderExpires:
+		return "by expiry: soonest first, rules that never expire last"
+	}
+	return "by id: newest first"
+}
+
+// byExpiry sorts rules soonest expiry first, those that never expire
+// last, newest first among equals.
+func byExpiry(rules []store.Rule) {
+	slices.SortStableFunc(rules, func(a, b store.Rule) int {
+		switch {
+		case a.ExpiresAt.IsZero() != b.ExpiresAt.IsZero():
+			if a.ExpiresAt.IsZero() {
+				return 1
+			}
+			return -1
+		case !a.ExpiresAt.Equal(b.ExpiresAt):
+			return a.ExpiresAt.Compare(b.ExpiresAt)
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
 }
 
 // maxShadowCheck bounds the pairwise shadowing check: beyond this many

@@ -140,6 +140,9 @@ type Peer struct {
 }
 
 type ruleList struct {
+	// Order is the order of Rules in a list (GET /v1/rules): id,
+	// precedence or expires.
+	Order string `json:"order,omitempty"`
 	Rules []Rule `json:"rules"`
 }
 
