@@ -147,7 +147,7 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 			reason = r.Reason + " [" + why + "]"
 		}
 		reason = strings.ToValidUTF8(reason[:min(len(reason), store.MaxReasonBytes)], "")
-		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Sites: r.Sites}); err != nil {
+		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Keep: store.KeepSites}); err != nil {
 			log.Warn("guardrail: could not record the reason", "rule", r.ID, "error", err)
 		}
 		if _, err := st.Withdraw(ctx, r.ID, guardrailActor); err != nil {

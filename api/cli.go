@@ -146,6 +146,7 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	ttl := fs.String("ttl", "", "time to live, e.g. 10m, or never (default: never for a new rule, unchanged on an update)")
 	reason := fs.String("reason", "", "why the rule exists (default: unchanged on an update; \"\" clears it)")
 	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site for a new rule, unchanged on an update)")
+	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -185,6 +186,9 @@ func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRule
 		if reason == "" {
 			req.Clear = append(req.Clear, "reason")
 		}
+	}
+	if f := fs.Lookup("allow-unknown-sites"); f != nil {
+		req.AllowUnknownSites = f.Value.String() == "true"
 	}
 	if given["sites"] {
 		for _, s := range strings.Split(sites, ",") {

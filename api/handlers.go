@@ -171,7 +171,7 @@ func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error
 	if !rule.IsValid() {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text", "rule text: incomplete rule")
 	}
-	in := store.Input{Rule: rule, Actor: actor}
+	in := store.Input{Rule: rule, Actor: actor, AllowUnknownSites: req.AllowUnknownSites}
 	switch ttl := strings.TrimSpace(deref(req.TTL)); {
 	case req.TTL == nil:
 		in.Keep |= store.KeepExpiry

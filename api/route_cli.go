@@ -39,6 +39,7 @@ func (c *cli) routeAdd(ctx context.Context, args []string) error {
 	sites := fs.String("sites", "", "comma-separated sites")
 	comms := fs.String("community", "", "extra standard communities AS:N, comma-separated")
 	nh := fs.String("next-hop", "", "next hop (default: the site's [rtbh] next hop)")
+	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

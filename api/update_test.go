@@ -99,3 +99,31 @@ func TestGuardrailTTLOnUpdateKeepingExpiry(t *testing.T) {
 		t.Fatalf("new rule without ttl: exit %d, %s", code, errOut)
 	}
 }
+
+// A mistyped site is refused with the known ones, unless the operator
+// says it is deliberate.
+func TestUnknownSitesRefused(t *testing.T) {
+	ts, st := sqliteServer(t) // registers site "default"
+	code, out, errOut := runCLI(t, ts.sock, "rule", "add", "--sites", "defualt", ruleDiscard)
+	if code != 1 || out != "" || !strings.Contains(errOut, `unknown site "defualt"`) || !strings.Contains(errOut, "known sites are default") ||
+		!strings.Contains(errOut, "--allow-unknown-sites") || strings.Count(errOut, "\n") != 1 {
+		t.Fatalf("unknown site: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	status, body := ts.do(t, "POST", "/v1/rules/batch", `{"rules":[{"text":"`+ruleOther+`"},{"text":"`+ruleDiscard+`","sites":["nowhere"]}]}`)
+	if e := wantError(t, status, body, 400, CodeInvalidInput); e.Field != "rules[1].sites" {
+		t.Errorf("batch: field %q", e.Field)
+	}
+	if all, _ := st.List(t.Context(), ""); len(all) != 0 {
+		t.Fatalf("refused rules stored: %d", len(all))
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "rule", "add", "--sites", "default", ruleDiscard); code != 0 {
+		t.Fatalf("known site: %s", errOut)
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "route", "add", "--sites", "lon9", "--allow-unknown-sites", "--blackhole", "203.0.113.9/32"); code != 0 {
+		t.Fatalf("deliberate unknown site: %s", errOut)
+	}
+	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`","sites":["lon9"],"allow_unknown_sites":true}`)
+	if status != 201 {
+		t.Fatalf("JSON allow_unknown_sites: %d %s", status, body)
+	}
+}

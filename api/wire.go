@@ -24,6 +24,10 @@ type AddRuleRequest struct {
 	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m", or "never"
 	Reason string   `json:"reason,omitempty"` // free text, at most MaxReasonBytes
 	Sites  []string `json:"sites,omitempty"`  // empty: every site
+	// AllowUnknownSites lets Sites name a site that no appliance has
+	// registered yet; without it such a rule is refused (400, field
+	// sites), since it would never be announced anywhere.
+	AllowUnknownSites bool `json:"allow_unknown_sites,omitempty"`
 	// Clear names fields sent even when empty, so that an update clears
 	// them: "reason" (no reason), "sites" (every site), "ttl" (never
 	// expires). The Go client's way to say what JSON says with "".
@@ -40,11 +44,13 @@ type ruleRequest struct {
 	TTL    *string   `json:"ttl,omitempty"`
 	Reason *string   `json:"reason,omitempty"`
 	Sites  *[]string `json:"sites,omitempty"`
+
+	AllowUnknownSites bool `json:"allow_unknown_sites,omitempty"`
 }
 
 // MarshalJSON sends the fields that are set or named in Clear.
 func (r AddRuleRequest) MarshalJSON() ([]byte, error) {
-	w := ruleRequest{Text: r.Text}
+	w := ruleRequest{Text: r.Text, AllowUnknownSites: r.AllowUnknownSites}
 	clear := func(f string) bool { return slices.Contains(r.Clear, f) }
 	if r.TTL != "" {
 		w.TTL = &r.TTL

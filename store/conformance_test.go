@@ -29,6 +29,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("RevisionsMissNothingUnderConcurrentWrites", func(t *testing.T) { testRevisionsConcurrent(t, fresh) })
 	t.Run("IDsOnlyForNewRules", func(t *testing.T) { testDenseIDs(t, fresh) })
 	t.Run("UpdateKeepsWhatWasNotGiven", func(t *testing.T) { testKeep(t, fresh) })
+	t.Run("UnknownSitesRefused", func(t *testing.T) { testKnownSites(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -818,5 +819,44 @@ func testKeep(t *testing.T, fresh freshFunc) {
 	h, _ := s.History(ctx, r.ID)
 	if last := h[len(h)-1]; last.Old["reason"] != "DNS amplification" || last.New["reason"] != "" {
 		t.Fatalf("history of the cleared reason: %+v", last)
+	}
+}
+
+// Each instance registers its site at Open; a rule naming a site nobody
+// registered is refused with the known ones, unless it allows that.
+func testKnownSites(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a := open(t, cfg, "fra1")
+	open(t, cfg, "ams1")
+	open(t, cfg, "ams1") // a restart registers nothing new
+	if got, err := a.Sites(ctx); err != nil || strings.Join(got, ",") != "ams1,fra1" {
+		t.Fatalf("Sites = %v, %v", got, err)
+	}
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Sites: []string{"ams1", "fra1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ie *InputError
+	_, _, err = a.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"fra2"}})
+	if !errors.As(err, &ie) || ie.Field != "sites" || !strings.Contains(ie.Msg, `"fra2"`) || !strings.Contains(ie.Msg, "ams1, fra1") {
+		t.Fatalf("unknown site: %v", err)
+	}
+	_, err = a.UpsertMany(ctx, []Input{{Rule: rule(t, 3, "discard")}, {Rule: rule(t, 2, "discard"), Sites: []string{"fra1", "lon1"}}})
+	if !errors.As(err, &ie) || ie.Field != "sites" || ie.Index != 1 {
+		t.Fatalf("unknown site in a batch: %v", err)
+	}
+	if all, _ := a.List(ctx, ""); len(all) != 1 {
+		t.Fatalf("refused inputs stored %d rules", len(all)-1)
+	}
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"lon1"}, AllowUnknownSites: true}); err != nil {
+		t.Fatalf("allowed unknown site: %v", err)
+	}
+	// An update that keeps the stored sites is not checked again.
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 2, "rate-limit 10"), Keep: KeepSites}); err != nil {
+		t.Fatalf("update keeping an unknown site: %v", err)
+	}
+	if got, _ := a.Get(ctx, r.ID); len(got.Sites) != 2 {
+		t.Fatalf("sites %v", got.Sites)
 	}
 }

@@ -91,6 +91,9 @@ type Input struct {
 	Reason    string
 	Actor     string
 	Sites     []string // empty: every site
+	// AllowUnknownSites lets Sites name sites that no instance registered
+	// (one not started yet); without it such an input is refused.
+	AllowUnknownSites bool
 	// Keep names the fields an update of an active rule leaves as stored
 	// (the caller did not give them); a new rule takes them from Input as
 	// they are. The zero value replaces every field.
@@ -197,6 +200,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := migrate(octx, s.eng); err != nil {
 		s.Close()
 		return nil, s.wrap(ctx, "migrate database schema", err)
+	}
+	if err := s.registerSite(octx); err != nil {
+		s.Close()
+		return nil, s.wrap(ctx, "register site "+cfg.Site, err)
 	}
 	if lite, ok := s.eng.(*sqliteEngine); ok {
 		ss, err := lite.session(octx)

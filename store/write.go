@@ -64,6 +64,9 @@ func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err
 	if err != nil {
 		return Rule{}, false, err
 	}
+	if err := s.checkSites(ctx, []encoded{e}, false); err != nil {
+		return Rule{}, false, err
+	}
 	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
 		var changed bool
 		r, created, changed, err = s.upsertTx(ctx, t, &e, now)
@@ -89,6 +92,9 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 		if es[i], err = encode(in, i, now); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.checkSites(ctx, es, true); err != nil {
+		return nil, err
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
