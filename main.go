@@ -36,27 +36,17 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-const usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired state
+// usage is the program's overview; each client command's own usage (its
+// --help) comes from api.
+var usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired state
 
 usage:
   ribkeeper serve --config FILE           run the daemon
   ribkeeper check-config --config FILE    validate a configuration file and exit
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
-  ribkeeper rule list [--json] [--state active|withdrawing|withdrawn|expired]
-  ribkeeper rule show ID [--json]
-  ribkeeper rule withdraw ID
-  ribkeeper rule history ID [--json]      every change to a rule, with actor
-  ribkeeper route add PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b]
-                                          RTBH: PREFIX with BLACKHOLE + NO_EXPORT to the site's next hop
-  ribkeeper route list [--json]           RTBH routes (rules of the unicast families)
-  ribkeeper route withdraw ID
-  ribkeeper rib [--json]                  what the embedded RIB holds
-  ribkeeper peers [--json]                BGP sessions and their state
-  ribkeeper status [--json]               peers, rule counts, last reconcile pass
-  ribkeeper diff [--json]                 what the next reconcile pass would change
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
-
+` + api.CLISynopsis() + `
+Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
 ./data/ribkeeper.sock.
@@ -105,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ribkeeper: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "ribkeeper: unknown command %q (see 'ribkeeper --help')\n", args[0])
 		return 2
 	}
 }

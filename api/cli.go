@@ -13,17 +13,103 @@ import (
 	"time"
 )
 
-const cliUsage = `usage:
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
-  ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--order precedence|id] [--json]
-  ribkeeper rule show [--json] ID
-  ribkeeper rule withdraw ID
-  ribkeeper rule history [--json] ID
-` + routeUsage + `  ribkeeper rib [--json]
-  ribkeeper peers [--json]
-  ribkeeper status [--json]
-  ribkeeper diff [--json]
+// command is one client command: its synopsis and what it does. The
+// flags of its usage come from its FlagSet, so the usage --help prints and
+// the flags the command accepts cannot differ.
+type command struct {
+	name     string // "rule add"
+	synopsis string // arguments after the name
+	about    string
+}
+
+// commands lists every client command, in the order usages show them.
+var commands = []command{
+	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] 'match ... then ...'",
+		"Add a FlowSpec rule (or an RTBH route, 'route PREFIX then blackhole') and print its id. " +
+			"The same match again updates that rule: only what is given changes (--reason \"\" clears the reason). " +
+			"Rule text: README and flowspec/SYNTAX.md."},
+	{"rule list", "[--state active|withdrawing|withdrawn|expired] [--order precedence|id|expires] [--json]",
+		"List the stored rules, by default in the order routers apply them."},
+	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
+	{"rule withdraw", "ID", "Withdraw a rule; it is withdrawn once the RIB shows it gone."},
+	{"rule history", "[--json] ID", "Show every change to a rule, with its time, actor and site."},
+	{"route add", "PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b] [--community AS:N,...] [--next-hop ADDR]",
+		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},
+	{"route list", "[--state S] [--json]", "List the RTBH routes."},
+	{"route withdraw", "ID", "Withdraw an RTBH route."},
+	{"rib", "[--json]", "Show what the embedded RIB holds."},
+	{"peers", "[--json]", "Show the BGP sessions and their state."},
+	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
+	{"diff", "[--json]", "Show what the next reconcile pass would change."},
+}
+
+// connectionHelp ends every command's usage: how the CLI finds the daemon.
+const connectionHelp = `The daemon: --socket PATH, or the [api] socket of --config FILE, or
+$RIBKEEPER_SOCKET, or ./data/ribkeeper.sock.
 `
+
+// CLISynopsis is one line per client command, for the program's overview.
+func CLISynopsis() string {
+	var b strings.Builder
+	for _, cmd := range commands {
+		fmt.Fprintf(&b, "  ribkeeper %s %s\n", cmd.name, cmd.synopsis)
+	}
+	return b.String()
+}
+
+// groupUsage is the usage of "rule" or "route": its subcommands.
+func groupUsage(group string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage:\n")
+	for _, cmd := range commands {
+		if strings.HasPrefix(cmd.name, group+" ") {
+			fmt.Fprintf(&b, "  ribkeeper %s %s\n", cmd.name, cmd.synopsis)
+		}
+	}
+	fmt.Fprintf(&b, "\nRun 'ribkeeper %s SUBCOMMAND --help' for one of them.\n", group)
+	return b.String()
+}
+
+// usage is the --help text of the command fs parses.
+func usage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	for _, cmd := range commands {
+		if cmd.name == fs.Name() {
+			fmt.Fprintf(&b, "usage: ribkeeper %s %s\n\n%s\n", cmd.name, cmd.synopsis, wrap(cmd.about, 76))
+		}
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		b.WriteString("\nflags:\n")
+		t := newTable(&b)
+		fs.VisitAll(func(f *flag.Flag) {
+			name, help := flag.UnquoteUsage(f)
+			t.row("  --"+strings.TrimSpace(f.Name+" "+name), help)
+		})
+		t.flush()
+	}
+	b.WriteString("\n" + connectionHelp)
+	return b.String()
+}
+
+// wrap breaks s into lines of at most width bytes at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, w := range strings.Fields(s) {
+		if i > 0 && line+1+len(w) > width {
+			b.WriteByte('\n')
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
+}
 
 // Exit codes of RunCLI.
 const (
@@ -32,19 +118,23 @@ const (
 	exitUsage = 2
 )
 
-// errUsage marks a mistake in the command line; its message is printed with
-// the usage and the exit code is 2.
-type errUsage struct{ msg string }
+// errUsage is a mistake in the command line of cmd ("rule add"; "" for
+// none yet); the exit code is 2.
+type errUsage struct{ cmd, msg string }
 
 func (e errUsage) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
+func usagef(cmd, format string, args ...any) error {
+	return errUsage{cmd, fmt.Sprintf(format, args...)}
+}
 
 // RunCLI runs a client subcommand ("rule ...", "rib", "peers", "status"; args exclude
 // the program name) against the daemon at socketPath and returns the process
 // exit code: 0 ok, 1 the daemon returned an error or could not be reached,
-// 2 bad usage. Errors are one line on stderr, prefixed "ribkeeper: ".
-// Flags may come before or after positional arguments.
+// 2 bad usage. An error is one line on stderr naming the command ("ribkeeper
+// rule add: ...") and, for a usage mistake, pointing to its --help, which
+// prints the command's usage on stdout. Flags may come before or after
+// positional arguments.
 func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
 	c := &cli{client: NewClient(socketPath, 0), stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
@@ -55,10 +145,11 @@ func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stder
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		if ue.msg != "" {
-			fmt.Fprintf(stderr, "ribkeeper: %s\n", safeText(ue.msg))
+		prefix, help := "ribkeeper", "ribkeeper --help"
+		if ue.cmd != "" {
+			prefix, help = "ribkeeper "+ue.cmd, "ribkeeper "+ue.cmd+" --help"
 		}
-		fmt.Fprint(stderr, cliUsage)
+		fmt.Fprintf(stderr, "%s: %s (see '%s')\n", prefix, safeText(oneLine(ue.msg)), help)
 		return exitUsage
 	default:
 		fmt.Fprintf(stderr, "ribkeeper: %s\n", safeText(oneLine(err.Error())))
@@ -73,14 +164,18 @@ type cli struct {
 	now    func() time.Time
 }
 
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
 func (c *cli) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("")
+		return usagef("", "missing command")
 	}
 	switch args[0] {
 	case "rule", "rules":
 		if len(args) < 2 {
-			return usagef("rule: missing subcommand (add, list, show, withdraw, history)")
+			return usagef("rule", "missing subcommand: add, list, show, withdraw or history")
 		}
 		switch args[1] {
 		case "add":
@@ -90,11 +185,15 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		case "show", "get":
 			return c.ruleShow(ctx, args[2:])
 		case "withdraw", "rm", "delete":
-			return c.ruleWithdraw(ctx, args[2:])
+			return c.ruleWithdraw(ctx, "rule withdraw", args[2:])
 		case "history", "log":
 			return c.ruleHistory(ctx, args[2:])
 		}
-		return usagef("rule: unknown subcommand %q", args[1])
+		if isHelp(args[1]) {
+			fmt.Fprint(c.stdout, groupUsage("rule"))
+			return flag.ErrHelp
+		}
+		return usagef("rule", "unknown subcommand %q: use add, list, show, withdraw or history", args[1])
 	case "route", "routes":
 		return c.route(ctx, args[1:])
 	case "rib":
@@ -105,29 +204,32 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.status(ctx, args[1:])
 	case "diff":
 		return c.diff(ctx, args[1:])
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(c.stderr, cliUsage)
+	}
+	if isHelp(args[0]) {
+		fmt.Fprint(c.stdout, "usage:\n"+CLISynopsis())
 		return flag.ErrHelp
 	}
-	return usagef("unknown command %q", args[0])
+	return usagef("", "unknown command %q", args[0])
 }
 
 func (c *cli) flagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("ribkeeper "+name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by RunCLI
 	return fs
 }
 
 // parse parses flags anywhere among args and returns the positional
-// arguments; everything after "--" is positional.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+// arguments; everything after "--" is positional. -h/--help prints the
+// command's usage on stdout and returns flag.ErrHelp.
+func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(c.stdout, usage(fs))
 				return nil, err
 			}
-			return nil, usagef("%s: %v", fs.Name(), err)
+			return nil, usagef(fs.Name(), "%s", flagError(err))
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -141,18 +243,30 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// flagError rewords the flag package's errors to name the flag as typed.
+func flagError(err error) string {
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", f)
+	}
+	if f, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", f)
+	}
+	return strings.Replace(msg, "for flag -", "for --", 1)
+}
+
 func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
-	ttl := fs.String("ttl", "", "time to live, e.g. 10m, or never (default: never for a new rule, unchanged on an update)")
-	reason := fs.String("reason", "", "why the rule exists (default: unchanged on an update; \"\" clears it)")
-	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site for a new rule, unchanged on an update)")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never (default: never for a new rule, unchanged on an update)")
+	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
+	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usagef("rule add: missing the rule text 'match ... then ...'")
+		return usagef("rule add", "missing the rule text 'match ... then ...'")
 	}
 	// Unquoted rule text arrives as several words.
 	req, err := addRequest(fs, "rule add", strings.Join(pos, " "), *ttl, *reason, *sites)
@@ -173,7 +287,7 @@ func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRule
 		if ttl != "" && ttl != TTLNever {
 			// Catch typos here, before asking the daemon.
 			if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
-				return req, usagef("%s: --ttl %q is not a positive duration such as 10m or 1h30m, or never", cmd, ttl)
+				return req, usagef(cmd, "--ttl %q is not a positive duration such as 10m or 1h30m, or never", ttl)
 			}
 		}
 		req.TTL = ttl
@@ -220,19 +334,19 @@ func (c *cli) addRule(ctx context.Context, req AddRuleRequest) error {
 func (c *cli) ruleList(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule list")
 	asJSON := fs.Bool("json", false, "print JSON")
-	state := fs.String("state", "", "only rules in this state")
-	order := fs.String("order", OrderPrecedence, "precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
-	pos, err := parse(fs, args)
+	state := fs.String("state", "", "only rules in this `STATE`: active, withdrawing, withdrawn or expired")
+	order := fs.String("order", OrderPrecedence, "list in this `ORDER`: precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("rule list: unexpected argument %q", pos[0])
+		return usagef("rule list", "unexpected argument %q", pos[0])
 	}
 	switch *order {
 	case OrderPrecedence, OrderID, OrderExpires:
 	default:
-		return usagef("rule list: --order %q is not one of precedence, id, expires", *order)
+		return usagef("rule list", "--order %q is not one of precedence, id, expires", *order)
 	}
 	rules, err := c.client.ListRulesOrdered(ctx, *state, *order)
 	if err != nil {
@@ -273,7 +387,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule show")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -326,13 +440,13 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	return t.flush()
 }
 
-func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
-	fs := c.flagSet("rule withdraw")
-	pos, err := parse(fs, args)
+func (c *cli) ruleWithdraw(ctx context.Context, cmd string, args []string) error {
+	fs := c.flagSet(cmd)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
-	id, err := oneID("rule withdraw", pos)
+	id, err := oneID(cmd, pos)
 	if err != nil {
 		return err
 	}
@@ -347,7 +461,7 @@ func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
 func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule history")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -372,12 +486,12 @@ func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 func (c *cli) rib(ctx context.Context, args []string) error {
 	fs := c.flagSet("rib")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("rib: unexpected argument %q", pos[0])
+		return usagef("rib", "unexpected argument %q", pos[0])
 	}
 	paths, err := c.client.RIB(ctx)
 	if err != nil {
@@ -396,12 +510,12 @@ func (c *cli) rib(ctx context.Context, args []string) error {
 func (c *cli) peers(ctx context.Context, args []string) error {
 	fs := c.flagSet("peers")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("peers: unexpected argument %q", pos[0])
+		return usagef("peers", "unexpected argument %q", pos[0])
 	}
 	peers, err := c.client.Peers(ctx)
 	if err != nil {
@@ -430,12 +544,12 @@ func peerTable(w io.Writer, peers []Peer) error {
 func (c *cli) status(ctx context.Context, args []string) error {
 	fs := c.flagSet("status")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("status: unexpected argument %q", pos[0])
+		return usagef("status", "unexpected argument %q", pos[0])
 	}
 	st, err := c.client.Status(ctx)
 	if err != nil {
@@ -529,11 +643,11 @@ func (c *cli) printJSON(v any) error {
 
 func oneID(cmd string, pos []string) (int64, error) {
 	if len(pos) != 1 {
-		return 0, usagef("%s: want exactly one rule ID, got %d arguments", cmd, len(pos))
+		return 0, usagef(cmd, "want exactly one rule ID, got %d arguments", len(pos))
 	}
 	id, err := strconv.ParseInt(pos[0], 10, 64)
 	if err != nil || id <= 0 {
-		return 0, usagef("%s: %q is not a rule ID", cmd, pos[0])
+		return 0, usagef(cmd, "%q is not a rule ID", pos[0])
 	}
 	return id, nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"errors"
 	"net"
@@ -93,24 +94,70 @@ func TestCLIServerErrors(t *testing.T) {
 	}
 }
 
+// A usage mistake is one line naming the command and the offending word,
+// pointing to the command's --help; nothing on stdout; exit 2.
 func TestCLIUsage(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
-	for _, args := range [][]string{
-		{},
-		{"frobnicate"},
-		{"rule"},
-		{"rule", "add"},
-		{"rule", "add", "--ttl", "-1m", ruleDiscard},
-		{"rule", "add", "--bogus", ruleDiscard},
-		{"rule", "show"},
-		{"rule", "show", "x"},
-		{"rule", "withdraw", "1", "2"},
-		{"rib", "extra"},
+	for _, tc := range []struct {
+		args       []string
+		cmd, word string
+	}{
+		{[]string{}, "ribkeeper", "missing command"},
+		{[]string{"frobnicate"}, "ribkeeper", `"frobnicate"`},
+		{[]string{"rule"}, "ribkeeper rule", "missing subcommand"},
+		{[]string{"rule", "ad"}, "ribkeeper rule", `"ad"`},
+		{[]string{"rule", "add"}, "ribkeeper rule add", "missing the rule text"},
+		{[]string{"rule", "add", "--ttl", "-1m", ruleDiscard}, "ribkeeper rule add", `"-1m"`},
+		{[]string{"rule", "add", "--bogus", ruleDiscard}, "ribkeeper rule add", "--bogus"},
+		{[]string{"rule", "add", ruleDiscard, "--ttl"}, "ribkeeper rule add", "--ttl needs a value"},
+		{[]string{"route", "add", "--ttl", "5x", "--blackhole", "203.0.113.7/32"}, "ribkeeper route add", `"5x"`},
+		{[]string{"route", "add", "--blackhole", "203.0.113.7/33"}, "ribkeeper route add", `"203.0.113.7/33"`},
+		{[]string{"route", "withdraw", "x"}, "ribkeeper route withdraw", `"x"`},
+		{[]string{"rule", "list", "--order", "age"}, "ribkeeper rule list", `"age"`},
+		{[]string{"rule", "show"}, "ribkeeper rule show", "exactly one rule ID"},
+		{[]string{"rule", "show", "x"}, "ribkeeper rule show", `"x"`},
+		{[]string{"rule", "withdraw", "1", "2"}, "ribkeeper rule withdraw", "got 2"},
+		{[]string{"rib", "extra"}, "ribkeeper rib", `"extra"`},
+		{[]string{"status", "--jsn"}, "ribkeeper status", "--jsn"},
 	} {
-		code, out, errOut := runCLI(t, sock, args...)
-		if code != 2 || out != "" || !strings.Contains(errOut, "usage:") {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with usage", args, code, out, errOut)
+		code, out, errOut := runCLI(t, sock, tc.args...)
+		help := "(see '" + tc.cmd + " --help')\n"
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.cmd+": ") || !strings.Contains(errOut, tc.word) ||
+			!strings.HasSuffix(errOut, help) || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "ribkeeper: ribkeeper") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line %q...%q...%q", tc.args, code, out, errOut, tc.cmd+": ", tc.word, help)
 		}
+	}
+}
+
+// --help prints the command's one usage text on stdout, and it lists every
+// flag the command accepts.
+func TestCLIHelp(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, cmd := range commands {
+		args := append(strings.Fields(cmd.name), "--help")
+		code, out, errOut := runCLI(t, sock, args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: ribkeeper "+cmd.name+" "+cmd.synopsis+"\n") {
+			t.Errorf("%s --help: exit %d, stderr %q, stdout:\n%s", cmd.name, code, errOut, out)
+			continue
+		}
+		// Every --flag of the synopsis is described under flags.
+		for _, w := range strings.FieldsFunc(cmd.synopsis, func(r rune) bool { return r == ' ' || r == '[' || r == ']' }) {
+			if strings.HasPrefix(w, "--") && !strings.Contains(out, "\n  "+w) {
+				t.Errorf("%s --help does not describe %s:\n%s", cmd.name, w, out)
+			}
+		}
+		if code, out2, _ := runCLI(t, sock, append(strings.Fields(cmd.name), "-h")...); code != 0 || out2 != out {
+			t.Errorf("%s -h differs from --help", cmd.name)
+		}
+	}
+	for _, group := range []string{"rule", "route"} {
+		code, out, _ := runCLI(t, sock, group, "--help")
+		if code != 0 || !strings.Contains(out, "ribkeeper "+group+" add ") {
+			t.Errorf("%s --help: exit %d\n%s", group, code, out)
+		}
+	}
+	if code, out, _ := runCLI(t, sock, "--help"); code != 0 || out != "usage:\n"+CLISynopsis() {
+		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 }
 
@@ -151,7 +198,7 @@ func TestParseInterleaved(t *testing.T) {
 	} {
 		fs := (&cli{}).flagSet("t")
 		ttl := fs.String("ttl", "", "")
-		pos, err := parse(fs, tc.args)
+		pos, err := (&cli{stdout: io.Discard}).parse(fs, tc.args)
 		if (err == nil) != tc.wantErrNil || strings.Join(pos, " ") != tc.pos || *ttl != tc.ttl {
 			t.Errorf("parse(%q) = %q, ttl %q, err %v; want %q, ttl %q", tc.args, pos, *ttl, err, tc.pos, tc.ttl)
 		}
