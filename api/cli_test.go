@@ -2,9 +2,9 @@ package api
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -99,7 +99,7 @@ func TestCLIServerErrors(t *testing.T) {
 func TestCLIUsage(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
 	for _, tc := range []struct {
-		args       []string
+		args      []string
 		cmd, word string
 	}{
 		{[]string{}, "ribkeeper", "missing command"},

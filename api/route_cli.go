@@ -9,7 +9,6 @@ import (
 	"strings"
 )
 
-
 // route runs "route add|list|withdraw": RTBH routes are rules of the
 // ipv4-unicast/ipv6-unicast families ("route PREFIX then blackhole"), so
 // these commands build that text and use the rule routes of the API.
