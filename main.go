@@ -49,7 +49,9 @@ usage:
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
-./data/ribkeeper.sock.
+./data/ribkeeper.sock; or over the TCP API: --url URL (or $RIBKEEPER_URL)
+with a token from --token-file FILE or $RIBKEEPER_TOKEN, and --ca-file FILE
+for a private CA.
 `
 
 func main() {
@@ -86,11 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff":
-		socket, rest, code := clientSocket(args, stderr)
-		if socket == "" {
-			return code
-		}
-		return api.RunCLI(ctx, socket, rest, stdout, stderr)
+		return api.ClientMain(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -120,47 +118,6 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 		return nil, 1
 	}
 	return cfg, 0
-}
-
-// clientSocket finds the control socket for client commands. It accepts
-// --socket and --config before the subcommand's own arguments.
-func clientSocket(args []string, stderr io.Writer) (string, []string, int) {
-	socket := os.Getenv("RIBKEEPER_SOCKET")
-	cfgPath := ""
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "socket" && name != "config") {
-			rest = append(rest, a)
-			continue
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				fmt.Fprintf(stderr, "ribkeeper: --%s needs a value\n", name)
-				return "", nil, 2
-			}
-			i++
-			val = args[i]
-		}
-		if name == "socket" {
-			socket = val
-		} else {
-			cfgPath = val
-		}
-	}
-	if cfgPath != "" {
-		cfg, err := config.Load(cfgPath)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return "", nil, 1
-		}
-		socket = cfg.API.Socket
-	}
-	if socket == "" {
-		socket = "./data/ribkeeper.sock"
-	}
-	return socket, rest, 0
 }
 
 // serve runs the daemon until ctx is cancelled or a part fails.

@@ -45,7 +45,9 @@ var commands = []command{
 
 // connectionHelp ends every command's usage: how the CLI finds the daemon.
 const connectionHelp = `The daemon: --socket PATH, or the [api] socket of --config FILE, or
-$RIBKEEPER_SOCKET, or ./data/ribkeeper.sock.
+$RIBKEEPER_SOCKET, or ./data/ribkeeper.sock; or the TCP API with --url URL
+(or $RIBKEEPER_URL), a token from --token-file FILE or $RIBKEEPER_TOKEN,
+and --ca-file FILE for a private CA.
 `
 
 // CLISynopsis is one line per client command, for the program's overview.
@@ -136,7 +138,13 @@ func usagef(cmd, format string, args ...any) error {
 // prints the command's usage on stdout. Flags may come before or after
 // positional arguments.
 func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
-	c := &cli{client: NewClient(socketPath, 0), stdout: stdout, stderr: stderr, now: time.Now}
+	return RunCLIWith(ctx, NewClient(socketPath, 0), args, stdout, stderr)
+}
+
+// RunCLIWith is RunCLI with the daemon reached through client (the control
+// socket or TCP: NewTCPClient).
+func RunCLIWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
+	c := &cli{client: client, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
 	switch {
