@@ -601,8 +601,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		t.row("started:", fmt.Sprintf("%s (%s ago)", p.Started.Local().Format(time.RFC3339), shortDuration(c.now().Sub(p.Started))))
 		t.row("duration:", time.Duration(p.DurationSeconds*float64(time.Second)).String())
 		t.row("result:", p.Result)
-		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, adopted %d, finished %d",
-			p.Added, p.Updated, p.Withdrawn, p.Adopted, p.Finished))
+		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, finished %d",
+			p.Added, p.Updated, p.Withdrawn, p.Finished))
+		t.row("in the RIB as wanted:", strconv.Itoa(p.Adopted))
 		t.row("orphans:", strconv.Itoa(p.Orphans))
 		t.row("pending:", strconv.Itoa(p.Pending))
 		t.row("errors:", strconv.Itoa(p.Errors))
@@ -614,6 +615,18 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		}
 	} else {
 		fmt.Fprintln(c.stdout, "  none yet")
+	}
+	if tot := st.SinceStart; tot != nil {
+		fmt.Fprintf(c.stdout, "\nSince start (%s, %s ago):\n", tot.Started.Local().Format(time.RFC3339), shortDuration(c.now().Sub(tot.Started)))
+		t := newTable(&indent{w: c.stdout})
+		t.row("passes:", fmt.Sprintf("%d (%d with errors)", tot.Passes, tot.ErrorPasses))
+		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, finished %d", tot.Added, tot.Updated, tot.Withdrawn, tot.Finished))
+		t.row("errors:", strconv.FormatUint(tot.Errors, 10))
+		t.row("drift repaired:", fmt.Sprintf("re-added %d, replaced %d, orphans withdrawn %d", tot.Readded, tot.Replaced, tot.OrphansWithdrawn))
+		t.row("restarts:", fmt.Sprintf("speaker %d, peer resets %d", tot.SpeakerRestarts, tot.PeerResets))
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
 	for _, e := range st.Errors {
 		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(oneLine(e)))
