@@ -190,6 +190,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	goRun("reconcile", rec.Run)
+	goRun("retention", func(ctx context.Context) error {
+		purgeHistory(ctx, log.Named("retention"), st, cfg.Store.HistoryRetention, time.Now)
+		return nil
+	})
 	goRun("memory", func(ctx context.Context) error {
 		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
 		return nil

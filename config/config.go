@@ -111,6 +111,9 @@ type Store struct {
 	Driver string // sqlite or postgres
 	Path   string // sqlite database file
 	DSN    string // postgres connection string (or env RIBKEEPER_STORE_DSN)
+	// HistoryRetention is how long audit history, and withdrawn or expired
+	// rules, are kept (default 90 days); 0 keeps them forever.
+	HistoryRetention time.Duration
 }
 
 // API is the control surface.

@@ -54,7 +54,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.BGP.ListenPort != 179 || cfg.Store.Driver != "sqlite" || cfg.Site != DefaultSite ||
-		cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.Reconcile.MaxWithdrawPerPass != DefaultMaxWithdraw {
+		cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.Reconcile.MaxWithdrawPerPass != DefaultMaxWithdraw ||
+		cfg.Store.HistoryRetention != 90*24*time.Hour {
 		t.Errorf("defaults: %+v", cfg)
 	}
 }
@@ -82,6 +83,8 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"negative orphan cap", minimal + "[reconcile]\nmax_withdraw_per_pass = -1\n", "reconcile.max_withdraw_per_pass", 6, "-1 is negative: use 0 for no cap"},
 		{"negative announce rate", minimal + "[reconcile]\nannounce_rate = -5\n", "reconcile.announce_rate", 6, "-5 is negative: use 0 for unpaced"},
 		{"negative compact_after", minimal + "compact_after = -1\n", "bgp.compact_after", 5, "-1 is negative: use 0 to never compact"},
+		{"bad retention", minimal + "[store]\nhistory_retention = \"90 days\"\n", "store.history_retention", 6, "90d"},
+		{"short retention", minimal + "[store]\nhistory_retention = \"5m\"\n", "store.history_retention", 6, "shorter than 1h"},
 		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
 		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
 	}
@@ -128,5 +131,14 @@ func TestMissingFile(t *testing.T) {
 	_, err := Load("/nonexistent/ribkeeper.toml")
 	if err == nil || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestHistoryRetention(t *testing.T) {
+	for text, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "720h": 720 * time.Hour, "0": 0} {
+		cfg, err := Parse("m.toml", []byte(minimal+"[store]\nhistory_retention = \""+text+"\"\n"))
+		if err != nil || cfg.Store.HistoryRetention != want {
+			t.Errorf("history_retention %q: %v, %v; want %v", text, cfg, err, want)
+		}
 	}
 }

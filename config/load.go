@@ -14,8 +14,21 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
+// parseDays parses a Go duration, or a whole number of days "90d".
+func parseDays(s string) (time.Duration, bool) {
+	s = strings.TrimSpace(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseUint(n, 10, 16)
+		return time.Duration(days) * 24 * time.Hour, err == nil
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil && d >= 0
+}
+
 // Defaults applied where the file is silent.
 const (
+	// DefaultHistoryRetention keeps 90 days of audit history.
+	DefaultHistoryRetention = 90 * 24 * time.Hour
 	DefaultSite           = "default"
 	DefaultListenPort     = 179
 	DefaultResyncInterval = 5 * time.Minute
@@ -73,9 +86,10 @@ type file struct {
 		} `toml:"prefix_lengths"`
 	} `toml:"guardrails"`
 	Store struct {
-		Driver string `toml:"driver"`
-		Path   string `toml:"path"`
-		DSN    string `toml:"dsn"`
+		Driver           string `toml:"driver"`
+		Path             string `toml:"path"`
+		DSN              string `toml:"dsn"`
+		HistoryRetention string `toml:"history_retention"`
 	} `toml:"store"`
 	API struct {
 		Socket  string `toml:"socket"`
@@ -279,6 +293,19 @@ func (v *validator) build(f *file) *Config {
 		}
 	default:
 		v.add("store.driver", "%q is not a store driver: use \"sqlite\" or \"postgres\"", f.Store.Driver)
+	}
+
+	c.Store.HistoryRetention = DefaultHistoryRetention
+	if r := f.Store.HistoryRetention; r != "" {
+		d, ok := parseDays(r)
+		switch {
+		case !ok:
+			v.add("store.history_retention", "%q is not a duration such as \"90d\" or \"720h\" (or \"0\": keep forever)", r)
+		case d != 0 && d < time.Hour:
+			v.add("store.history_retention", "%q is shorter than 1h: keep at least an hour of history, or \"0\" to keep it forever", r)
+		default:
+			c.Store.HistoryRetention = d
+		}
 	}
 
 	// [api]

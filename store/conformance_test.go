@@ -30,6 +30,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("IDsOnlyForNewRules", func(t *testing.T) { testDenseIDs(t, fresh) })
 	t.Run("UpdateKeepsWhatWasNotGiven", func(t *testing.T) { testKeep(t, fresh) })
 	t.Run("UnknownSitesRefused", func(t *testing.T) { testKnownSites(t, fresh) })
+	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -858,5 +859,77 @@ func testKnownSites(t *testing.T, fresh freshFunc) {
 	}
 	if got, _ := a.Get(ctx, r.ID); len(got.Sites) != 2 {
 		t.Fatalf("sites %v", got.Sites)
+	}
+}
+
+// History older than the cut disappears, in small batches; withdrawn and
+// expired rules last changed before it go with their status; active rules
+// stay; newer history stays; the revision never goes back. The cut is an
+// explicit time: no test waits for real time to pass.
+func testPurge(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	old, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "old"})
+	s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 10"), Reason: "old too"})
+	gone, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard")})
+	s.Withdraw(ctx, gone.ID, "cli")
+	if err := s.Finish(ctx, gone.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetStatus(ctx, []int64{gone.ID}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	var many []Input
+	for i := range 30 {
+		many = append(many, Input{Rule: rule(t, 100+i, "discard")})
+	}
+	rs, err := s.UpsertMany(ctx, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cut: just after everything written so far.
+	h, _ := s.History(ctx, rs[29].ID)
+	cut := h[len(h)-1].At.Add(time.Microsecond)
+	for !dbTimeNow().After(cut) {
+		// microseconds: the next write must be stamped after the cut
+	}
+	recent, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Reason: "recent"})
+	s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "renewed after the cut"})
+	rev, _ := s.Revision(ctx)
+
+	if p, err := s.PurgeHistory(ctx, cut.Add(-time.Hour), 7); err != nil || p != (Purged{}) {
+		t.Fatalf("purge before everything: %+v, %v", p, err)
+	}
+	p, err := s.PurgeHistory(ctx, cut, 7) // batches of 7: several rounds
+	if err != nil {
+		t.Fatal(err)
+	}
+	// created+updated of 1, created+withdraw-requested+withdrawn+status of
+	// 2, created of 100..129.
+	if p.Rules != 1 || p.Events != 2+4+30 {
+		t.Fatalf("purged %+v, want 1 rule and 36 events", p)
+	}
+	if _, err := s.Get(ctx, gone.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the finished rule is still there: %v", err)
+	}
+	if h, _ := s.History(ctx, old.ID); len(h) != 1 || h[0].New["reason"] != "renewed after the cut" {
+		t.Fatalf("history of the active rule: %+v, want only the entry after the cut", h)
+	}
+	if h, _ := s.History(ctx, recent.ID); len(h) != 1 {
+		t.Fatalf("recent history purged: %+v", h)
+	}
+	if act, _ := s.ActiveRules(ctx); len(act) != 32 {
+		t.Fatalf("%d active rules after the purge, want 32", len(act))
+	}
+	if r2, _ := s.Revision(ctx); r2 != rev {
+		t.Fatalf("revision %d -> %d", rev, r2)
+	}
+	// Everything is old: all history goes but the newest entry.
+	p, err = s.PurgeHistory(ctx, time.Now().Add(time.Hour), 0)
+	if err != nil || p.Events != 1 {
+		t.Fatalf("purge all: %+v, %v", p, err)
+	}
+	if r2, _ := s.Revision(ctx); r2 != rev {
+		t.Fatalf("revision %d -> %d after purging all", rev, r2)
 	}
 }

@@ -9,8 +9,9 @@
 //
 // A rule's identity is its Match (family + canonical NLRI bytes): at most
 // one active row exists per Match, and storing the same Match again updates
-// that row in place. Rows are never deleted; withdrawn and expired rules
-// stay for the audit trail.
+// that row in place. Withdrawn and expired rules stay for the audit trail
+// until PurgeHistory deletes them with the history older than the
+// retention.
 //
 // # Durability and group commit
 //
