@@ -58,7 +58,7 @@ func NewMetrics(log hclog.Logger) *Metrics {
 	m := &Metrics{
 		totals: Totals{Started: time.Now().UTC()},
 		log:    log,
-		reg: prometheus.NewRegistry(),
+		reg:    prometheus.NewRegistry(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "reconcile", Name: "passes_total",
 			Help: "Reconcile passes run, by result: ok, error (something failed; see the log), dry-run.",

@@ -29,10 +29,10 @@ func parseDays(s string) (time.Duration, bool) {
 const (
 	// DefaultHistoryRetention keeps 90 days of audit history.
 	DefaultHistoryRetention = 90 * 24 * time.Hour
-	DefaultSite           = "default"
-	DefaultListenPort     = 179
-	DefaultResyncInterval = 5 * time.Minute
-	DefaultMaxWithdraw    = 10000
+	DefaultSite             = "default"
+	DefaultListenPort       = 179
+	DefaultResyncInterval   = 5 * time.Minute
+	DefaultMaxWithdraw      = 10000
 )
 
 // file mirrors the TOML layout. Values stay in their textual form here and
