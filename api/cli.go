@@ -170,6 +170,15 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
+	// pageSize is the page of lists walked by id (0: DefaultPage).
+	pageSize int
+}
+
+func (c *cli) page() int {
+	if c.pageSize > 0 {
+		return c.pageSize
+	}
+	return DefaultPage
 }
 
 func isHelp(arg string) bool {
@@ -356,7 +365,13 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	default:
 		return usagef("rule list", "--order %q is not one of precedence, id, expires", *order)
 	}
-	rules, err := c.client.ListRulesOrdered(ctx, *state, *order)
+	var rules []Rule
+	if *order == OrderID {
+		rules, err = c.client.ListAllRules(ctx, *state, c.page())
+	} else {
+		// The other orders sort every rule: one request.
+		rules, err = c.client.ListRulesOrdered(ctx, *state, *order)
+	}
 	if err != nil {
 		return err
 	}

@@ -159,6 +159,41 @@ func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]R
 	return out.Rules, err
 }
 
+// ListRulesPage returns one page of the rules in state (every state when
+// "") newest first, after the id cursor after (0: from the newest), and
+// the cursor of the next page (0 after the last page).
+func (c *Client) ListRulesPage(ctx context.Context, state string, after int64, limit int) (rules []Rule, next int64, err error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	q.Set("limit", strconv.Itoa(limit))
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	var out ruleList
+	_, err = c.do(ctx, http.MethodGet, "/v1/rules?"+q.Encode(), nil, &out)
+	return out.Rules, out.Next, err
+}
+
+// ListAllRules walks every page of the rules in state, newest first, page
+// rules per request: each rule that existed when it started comes once.
+func (c *Client) ListAllRules(ctx context.Context, state string, page int) ([]Rule, error) {
+	var all []Rule
+	var after int64
+	for {
+		rules, next, err := c.ListRulesPage(ctx, state, after, page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rules...)
+		if next == 0 {
+			return all, nil
+		}
+		after = next
+	}
+}
+
 // GetRule returns one rule.
 func (c *Client) GetRule(ctx context.Context, id int64) (Rule, error) {
 	var r Rule

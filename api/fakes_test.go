@@ -127,6 +127,20 @@ func (f *fakeRules) List(ctx context.Context, state store.State) ([]store.Rule, 
 	return out, nil
 }
 
+func (f *fakeRules) ListPage(ctx context.Context, p store.Page) ([]store.Rule, error) {
+	all, err := f.List(ctx, p.State)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Rule
+	for _, r := range all {
+		if (p.After == 0 || r.ID < p.After) && (p.WithdrawRequested == nil || r.WithdrawRequested == *p.WithdrawRequested) && len(out) < p.Limit {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeRules) Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -234,6 +234,10 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
 			"order %q is not one of id (newest first), precedence (the order routers apply rules in), expires (soonest expiry first)", order)
 	}
+	q := r.URL.Query()
+	if q.Has("limit") || q.Has("after") {
+		return s.listPage(r, state, order)
+	}
 	rules, err := s.rules.List(r.Context(), filter)
 	if err != nil {
 		return 0, nil, err
@@ -254,6 +258,58 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		rule.ShadowedBy = shadowedBy[sr.ID]
 		s.withDelivery(&rule, sr)
 		out.Rules = append(out.Rules, rule)
+	}
+	return http.StatusOK, out, nil
+}
+
+// DefaultPage is the page size of GET /v1/rules?after=ID without limit.
+const DefaultPage = 1000
+
+// listPage answers GET /v1/rules?limit=N&after=ID: one page of the rules
+// newest first, and the cursor of the next page ("next", absent after the
+// last page). Paging needs order=id: the other orders sort the whole set.
+func (s *Server) listPage(r *http.Request, state, order string) (int, any, error) {
+	q := r.URL.Query()
+	if order != OrderID {
+		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
+			"paging (limit, after) lists by id only; order %q sorts every rule: drop limit and after, or use order=id", order)
+	}
+	p := store.Page{Limit: DefaultPage}
+	if v := q.Get("limit"); q.Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxPage {
+			return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "limit", "limit %q is not a number from 1 to %d", v, store.MaxPage)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("after"); q.Has("after") {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 0 {
+			return 0, nil, newError(http.StatusBadRequest, CodeInvalidID, "after", "after %q is not a rule id", v)
+		}
+		p.After = id
+	}
+	switch state {
+	case "":
+	case StateWithdrawing, string(store.Active):
+		p.State = store.Active
+		w := state == StateWithdrawing
+		p.WithdrawRequested = &w
+	default:
+		p.State = store.State(state)
+	}
+	rules, err := s.rules.ListPage(r.Context(), p)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := ruleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
+	for _, sr := range rules {
+		rule := ruleFromStore(sr)
+		s.withDelivery(&rule, sr)
+		out.Rules = append(out.Rules, rule)
+	}
+	if len(rules) == p.Limit {
+		out.Next = rules[len(rules)-1].ID
 	}
 	return http.StatusOK, out, nil
 }

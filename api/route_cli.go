@@ -86,7 +86,7 @@ func (c *cli) routeList(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usagef("route list", "unexpected argument %q", pos[0])
 	}
-	rules, err := c.client.ListRules(ctx, *state)
+	rules, err := c.client.ListAllRules(ctx, *state, c.page())
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,9 @@ type ruleList struct {
 	// precedence or expires.
 	Order string `json:"order,omitempty"`
 	Rules []Rule `json:"rules"`
+	// Next, in a page (GET /v1/rules?limit=N), is the after= cursor of
+	// the next page; absent after the last one.
+	Next int64 `json:"next,omitempty"`
 }
 
 type eventList struct {
