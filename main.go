@@ -159,6 +159,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
 	}
+	if err := syncStatic(ctx, log.Named("static"), st, cfg.Rules); err != nil {
+		log.Error("storing the static rules ([[rule]]) failed", "error", err)
+	}
 	srv := api.New(log.Named("api"), api.Guarded(st, guards), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {

@@ -104,6 +104,9 @@ func (r *reloader) reload(ctx context.Context) error {
 	if gerr != nil {
 		r.log.Error("reload: checking active rules against the guardrails failed; retry with another SIGHUP", "error", gerr)
 	}
+	if err := syncStatic(ctx, r.log, r.st, next.Rules); err != nil {
+		r.log.Error("reload: static rules ([[rule]]) only partly applied; retry with another SIGHUP", "error", err)
+	}
 	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n)
 	r.cur = next
 	if err != nil {
@@ -140,6 +143,9 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 		// from the full rule.
 		if full, err := st.Get(ctx, r.ID); err == nil {
 			r = full
+		}
+		if r.Origin != "" {
+			continue // a static rule: permanent by design, checked when the file loaded
 		}
 		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
 		reason := why

@@ -448,6 +448,9 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("reason:", r.Reason)
 	t.row("actor:", r.Actor)
 	t.row("sites:", sites)
+	if r.Origin != "" {
+		t.row("declared in:", r.Origin+" (a static rule: change it in that configuration and reload)")
+	}
 	t.row("created:", r.CreatedAt.Local().Format(time.RFC3339))
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
 	t.row("expires:", expires)

@@ -62,6 +62,13 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, store.ErrDeclared):
+		var de *store.DeclaredError
+		msg := err.Error()
+		if errors.As(err, &de) {
+			msg = de.Error()
+		}
+		return newError(http.StatusConflict, CodeDeclared, "text", "%s", oneLine(msg))
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
 	case errors.As(err, &ie):
@@ -438,6 +445,13 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	id, err := ruleID(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	cur, err := s.rules.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if cur.Origin != "" && cur.State == store.Active {
+		return 0, nil, &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
 	}
 	sr, err := s.rules.Withdraw(r.Context(), id, actor(r))
 	if err != nil {

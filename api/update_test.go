@@ -127,3 +127,41 @@ func TestUnknownSitesRefused(t *testing.T) {
 		t.Fatalf("JSON allow_unknown_sites: %d %s", status, body)
 	}
 }
+
+// A static rule (declared in a configuration) cannot be changed or
+// withdrawn through the API: 409 saying where it comes from.
+func TestStaticRuleRefused(t *testing.T) {
+	ts, st := sqliteServer(t)
+	r, _, err := st.Upsert(t.Context(), store.Input{Rule: mustParse(t, ruleDiscard), Actor: "config", Origin: "config:default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range [][2]string{
+		{"DELETE", "/v1/rules/" + itoa(r.ID)},
+		{"POST", "/v1/rules"},
+		{"POST", "/v1/rules/withdraw"},
+		{"POST", "/v1/rules/batch"},
+	} {
+		body := ""
+		switch req[1] {
+		case "/v1/rules", "/v1/rules/withdraw":
+			body = `{"text":"` + ruleLimit + `"}`
+		case "/v1/rules/batch":
+			body = `{"rules":[{"text":"` + ruleLimit + `"}]}`
+		}
+		status, resp := ts.do(t, req[0], req[1], body)
+		if e := wantError(t, status, resp, 409, CodeDeclared); !strings.Contains(e.Message, "configuration of site default") || !strings.Contains(e.Message, "reload") {
+			t.Errorf("%s %s: %s", req[0], req[1], e.Message)
+		}
+	}
+	if g, _ := st.Get(t.Context(), r.ID); g.WithdrawRequested || g.Rule != mustParse(t, ruleDiscard) {
+		t.Fatalf("the static rule changed: %+v", g)
+	}
+	code, out, _ := runCLI(t, ts.sock, "rule", "show", itoa(r.ID))
+	if code != 0 || !strings.Contains(out, "declared in:  config:default") {
+		t.Errorf("rule show:\n%s", out)
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "rule", "withdraw", itoa(r.ID)); code != 1 || !strings.Contains(errOut, "comes from the configuration") {
+		t.Errorf("rule withdraw: exit %d, %q", code, errOut)
+	}
+}

@@ -104,6 +104,10 @@ type Rule struct {
 	Actor  string `json:"actor"`
 	// Sites lists the sites the rule targets; empty means every site.
 	Sites []string `json:"sites"`
+	// Origin is "config:SITE" for a static rule declared in that site's
+	// configuration ([[rule]]), which the API cannot change or withdraw;
+	// absent for rules added through the API.
+	Origin string `json:"origin,omitempty"`
 	// State is active, withdrawing (an operator withdrew it and the path is
 	// not gone yet), withdrawn or expired.
 	State     string     `json:"state"`
@@ -189,6 +193,7 @@ func ruleFromStore(r store.Rule) Rule {
 		Reason:    r.Reason,
 		Actor:     r.Actor,
 		Sites:     sites,
+		Origin:    r.Origin,
 		State:     state,
 		CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt,

@@ -33,6 +33,8 @@ type Config struct {
 	Store            Store
 	API              API
 	Reconcile        Reconcile
+	// Rules are the static rules ([[rule]]), in file order.
+	Rules []StaticRule
 }
 
 // Log selects log format and level.

@@ -142,3 +142,46 @@ func TestHistoryRetention(t *testing.T) {
 		}
 	}
 }
+
+// [[rule]] entries: parsed, one per match, and refused when they break a
+// guardrail (require_ttl and max_ttl do not apply: they are permanent).
+func TestStaticRules(t *testing.T) {
+	good := minimal + `[guardrails]
+require_ttl = true
+safelist = ["192.0.2.0/24"]
+[[rule]]
+text = "match destination 203.0.113.7/32 protocol udp then discard"
+[[rule]]
+text = "match destination 198.51.100.0/24 then rate-limit 1000"
+sites = ["fra1"]
+reason = "infrastructure filter"
+`
+	cfg, err := Parse("s.toml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Rules) != 2 || cfg.Rules[1].Reason != "infrastructure filter" || cfg.Rules[1].Sites[0] != "fra1" || !cfg.Rules[0].Rule.IsValid() {
+		t.Fatalf("rules %+v", cfg.Rules)
+	}
+	for name, c := range map[string]struct{ text, key, msg string }{
+		"safelist":  {"[guardrails]\nsafelist = [\"203.0.113.0/24\"]\n[[rule]]\ntext = \"match destination 203.0.113.7/32 then discard\"\n", "rule.0.text", "safelist"},
+		"syntax":    {"[[rule]]\ntext = \"match destinaton 203.0.113.7/32 then discard\"\n", "rule.0.text", "destinaton"},
+		"duplicate": {"[[rule]]\ntext = \"match destination 10.0.0.1/32 then discard\"\n[[rule]]\ntext = \"match destination 10.0.0.1/32 then rate-limit 5\"\n", "rule.1.text", "twice"},
+		"no text":   {"[[rule]]\nsites = [\"a\"]\n", "rule.0.text", "missing"},
+		"bad site":  {"[[rule]]\ntext = \"match destination 10.0.0.1/32 then discard\"\nsites = [\" a\"]\n", "rule.0.sites", "site name"},
+	} {
+		_, err := Parse("s.toml", []byte(minimal+c.text))
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Errorf("%s: err = %v", name, err)
+			continue
+		}
+		found := false
+		for _, e := range es {
+			found = found || e.Key == c.key && strings.Contains(e.Error(), c.msg)
+		}
+		if !found {
+			t.Errorf("%s: no error for %s with %q in %v", name, c.key, c.msg, err)
+		}
+	}
+}

@@ -85,6 +85,7 @@ type file struct {
 			IPv6Unicast  []int64 `toml:"ipv6_unicast"`
 		} `toml:"prefix_lengths"`
 	} `toml:"guardrails"`
+	Rules []staticRuleFile `toml:"rule"`
 	Store struct {
 		Driver           string `toml:"driver"`
 		Path             string `toml:"path"`
@@ -271,6 +272,7 @@ func (v *validator) build(f *file) *Config {
 	v.dynamic(f, c)
 	v.rtbh(f, c)
 	v.guardrails(f, c)
+	v.staticRules(f.Rules, c)
 
 	// [store]
 	c.Store.Driver = strings.ToLower(orDefault(f.Store.Driver, "sqlite"))

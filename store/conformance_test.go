@@ -31,6 +31,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("UpdateKeepsWhatWasNotGiven", func(t *testing.T) { testKeep(t, fresh) })
 	t.Run("UnknownSitesRefused", func(t *testing.T) { testKnownSites(t, fresh) })
 	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
+	t.Run("StaticRulesChangeOnlyFromTheirOrigin", func(t *testing.T) { testOrigin(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -931,5 +932,36 @@ func testPurge(t *testing.T, fresh freshFunc) {
 	}
 	if r2, _ := s.Revision(ctx); r2 != rev {
 		t.Fatalf("revision %d -> %d after purging all", rev, r2)
+	}
+}
+
+// A rule with an Origin (a static rule of a site's configuration) changes
+// only through inputs of that origin; it may take over an API rule.
+func testOrigin(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "config", Origin: "config:a"})
+	if err != nil || r.Origin != "config:a" {
+		t.Fatalf("static rule: %+v, %v", r, err)
+	}
+	if g, _ := s.Get(ctx, r.ID); g.Origin != "config:a" {
+		t.Fatalf("stored origin %q", g.Origin)
+	}
+	var de *DeclaredError
+	_, _, err = s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 5"), Actor: "cli"})
+	if !errors.As(err, &de) || !errors.Is(err, ErrDeclared) || de.ID != r.ID || !strings.Contains(err.Error(), "configuration of site a") {
+		t.Fatalf("API update of a static rule: %v", err)
+	}
+	_, err = s.UpsertMany(ctx, []Input{{Rule: rule(t, 2, "discard")}, {Rule: rule(t, 1, "rate-limit 5")}})
+	if !errors.Is(err, ErrDeclared) {
+		t.Fatalf("batch update of a static rule: %v", err)
+	}
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 5"), Actor: "config", Origin: "config:a"}); err != nil {
+		t.Fatalf("update from its origin: %v", err)
+	}
+	api, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "cli"})
+	took, created, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "config", Origin: "config:a"})
+	if err != nil || created || took.ID != api.ID || took.Origin != "config:a" {
+		t.Fatalf("static rule taking over an API rule: %+v %v", took, err)
 	}
 }

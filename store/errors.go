@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNotFound is returned for an unknown rule id.
@@ -60,3 +61,25 @@ func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
 func invalid(field, format string, args ...any) error {
 	return &InputError{Index: -1, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
+
+// ErrDeclared classifies a refused change to a static rule: its Origin
+// (a site's configuration) is the only place that may change it. The API
+// answers 409.
+var ErrDeclared = errors.New("rule declared in a configuration")
+
+// DeclaredError is a change refused because rule ID is declared by Origin.
+type DeclaredError struct {
+	ID     int64
+	Origin string
+}
+
+func (e *DeclaredError) Error() string {
+	where := e.Origin
+	if site, ok := strings.CutPrefix(e.Origin, "config:"); ok {
+		where = fmt.Sprintf("the configuration of site %s ([[rule]])", site)
+	}
+	return fmt.Sprintf("rule %d comes from %s: change or remove it there and reload (SIGHUP)", e.ID, where)
+}
+
+// Is makes a DeclaredError match ErrDeclared.
+func (e *DeclaredError) Is(target error) bool { return target == ErrDeclared }

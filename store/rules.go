@@ -20,7 +20,7 @@ import (
 // takes the site as its first argument.
 const ruleCols = `r.id, r.family, r.nlri, r.communities, r.text, r.reason, r.actor, r.sites,
 	r.created_at, r.updated_at, r.expires_at, r.state, r.withdraw_requested,
-	COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')`
+	COALESCE(s.announced, FALSE), COALESCE(s.last_error, ''), r.origin`
 
 const ruleFrom = ` FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?`
 
@@ -60,7 +60,7 @@ func scanRule(rw row) (Rule, error) {
 		state                     string
 	)
 	err := rw.Scan(&r.ID, &fam, &nlri, &comms, &r.Text, &r.Reason, &r.Actor, &sites,
-		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError)
+		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError, &r.Origin)
 	if err != nil {
 		return Rule{}, err
 	}

@@ -83,6 +83,10 @@ type Rule struct {
 	WithdrawRequested bool
 	Announced         bool   // status from this site's reconciler
 	LastError         string // last error this site's reconciler recorded, "" if none
+	// Origin is "" for a rule added through the API, or "config:SITE" for
+	// a static rule that SITE's configuration declares: only an Input
+	// with the same Origin may change it.
+	Origin string
 }
 
 // Input is what a caller asks to store; Upsert keys it by Rule.Match.
@@ -92,6 +96,10 @@ type Input struct {
 	Reason    string
 	Actor     string
 	Sites     []string // empty: every site
+	// Origin declares where the rule comes from ("config:SITE" for a
+	// static rule; "" for the API). Storing a Match whose active rule has
+	// another non-empty Origin fails with a DeclaredError.
+	Origin string
 	// AllowUnknownSites lets Sites name sites that no instance registered
 	// (one not started yet); without it such an input is refused.
 	AllowUnknownSites bool
@@ -277,7 +285,7 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 		return nil
 	}
 	var ue *unavailableError
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.As(err, &ue) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.As(err, &ue) {
 		return err
 	}
 	if perr := parent.Err(); perr != nil {

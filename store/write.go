@@ -8,14 +8,14 @@ import (
 )
 
 const insertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, state, withdraw_requested)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const selectActiveIDSQL = `SELECT id FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
-	expires_at = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
+	expires_at = ?, origin = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
 
 // write runs fn in one transaction bounded by the call timeout (scaled by
 // n), commits, and signals the change feed if fn reports a change. It
@@ -156,14 +156,14 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires)}
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin}
 }
 
 // created returns the rule e just inserted as id and records its history.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	r := Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
-		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
+		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin,
 	}
 	t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
 	return r
@@ -193,6 +193,9 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 		if err != nil {
 			return Rule{}, false, false, fmt.Errorf("read active rule: %w", err)
 		}
+		if old.Origin != "" && old.Origin != e.in.Origin {
+			return Rule{}, false, false, &DeclaredError{ID: old.ID, Origin: old.Origin}
+		}
 		r = merged(old, e)
 		was, is := diffFields(ruleFields(old), ruleFields(r))
 		if len(is) == 0 {
@@ -200,7 +203,7 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 		}
 		r.UpdatedAt = now
 		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, r.Reason, r.Actor, encodeSites(r.Sites),
-			s.eng.timeArg(r.ExpiresAt), s.eng.timeArg(now), old.ID); err != nil {
+			s.eng.timeArg(r.ExpiresAt), r.Origin, s.eng.timeArg(now), old.ID); err != nil {
 			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
 		}
 		t.event(old.ID, now, EventUpdated, e.in.Actor, "", was, is)
@@ -214,7 +217,7 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 // request is cancelled.
 func merged(old Rule, e *encoded) Rule {
 	r := old
-	r.Rule, r.Text, r.Actor, r.WithdrawRequested = e.in.Rule, e.text, e.in.Actor, false
+	r.Rule, r.Text, r.Actor, r.WithdrawRequested, r.Origin = e.in.Rule, e.text, e.in.Actor, false, e.in.Origin
 	if e.in.Keep&KeepReason == 0 {
 		r.Reason = e.in.Reason
 	}
