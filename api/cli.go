@@ -160,7 +160,11 @@ func RunCLIWith(ctx context.Context, client *Client, args []string, stdout, stde
 		fmt.Fprintf(stderr, "%s: %s (see '%s')\n", prefix, safeText(oneLine(ue.msg)), help)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "ribkeeper: %s\n", safeText(oneLine(err.Error())))
+		prefix := "ribkeeper"
+		if c.cmd != "" {
+			prefix += " " + c.cmd
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, safeText(oneLine(err.Error())))
 		return exitError
 	}
 }
@@ -172,6 +176,8 @@ type cli struct {
 	now    func() time.Time
 	// pageSize is the page of lists walked by id (0: DefaultPage).
 	pageSize int
+	// cmd is the command running ("rule add"), named in its errors.
+	cmd string
 }
 
 func (c *cli) page() int {
@@ -230,6 +236,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 }
 
 func (c *cli) flagSet(name string) *flag.FlagSet {
+	c.cmd = name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by RunCLI
 	return fs

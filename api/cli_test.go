@@ -84,12 +84,12 @@ func TestCLIServerErrors(t *testing.T) {
 	if code != 1 || out != "" {
 		t.Errorf("bad text: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
-	if !strings.HasPrefix(errOut, `ribkeeper: rule text: "destinaton" (column 7): `) || strings.Count(errOut, "\n") != 1 {
+	if !strings.HasPrefix(errOut, `ribkeeper rule add: rule text: "destinaton" (column 7): `) || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("bad text: stderr %q, want one line pointing at the word", errOut)
 	}
 
 	code, _, errOut = runCLI(t, ts.sock, "rule", "show", "12345")
-	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper: no rule with id 12345") {
+	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper rule show: no rule with id 12345") {
 		t.Errorf("unknown id: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -164,7 +164,7 @@ func TestCLIHelp(t *testing.T) {
 func TestCLIUnreachable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
 	code, out, errOut := runCLI(t, sock, "rule", "list")
-	want := "ribkeeper: cannot reach the daemon at " + sock + ": is `ribkeeper serve` running? ("
+	want := "ribkeeper rule list: cannot reach the daemon at " + sock + ": is `ribkeeper serve` running? ("
 	if code != 1 || out != "" || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q...", code, out, errOut, want)
 	}

@@ -76,7 +76,7 @@ func TestStoreUnavailableIs503(t *testing.T) {
 		t.Errorf("message %q should carry the store's hint", e.Message)
 	}
 	code, _, errOut := runCLI(t, ts.sock, "rule", "list")
-	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper: store: list rules: database unavailable") {
+	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper rule list: store: list rules: database unavailable") {
 		t.Errorf("rule list: exit %d, stderr %q", code, errOut)
 	}
 }
