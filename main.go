@@ -103,9 +103,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 // bad file.
 func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	path := fs.String("config", "", "configuration file (TOML)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "usage: ribkeeper %s --config FILE\n", name)
+			return nil, 0
+		}
+		fmt.Fprintf(stderr, "ribkeeper %s: %v (usage: ribkeeper %s --config FILE)\n", name, err, name)
 		return nil, 2
 	}
 	if *path == "" || fs.NArg() > 0 {
