@@ -32,6 +32,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("UnknownSitesRefused", func(t *testing.T) { testKnownSites(t, fresh) })
 	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
 	t.Run("StaticRulesChangeOnlyFromTheirOrigin", func(t *testing.T) { testOrigin(t, fresh) })
+	t.Run("SitesMigrationKeepsReportingSites", func(t *testing.T) { testSitesMigration(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -963,5 +964,59 @@ func testOrigin(t *testing.T, fresh freshFunc) {
 	took, created, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "config", Origin: "config:a"})
 	if err != nil || created || took.ID != api.ID || took.Origin != "config:a" {
 		t.Fatalf("static rule taking over an API rule: %+v %v", took, err)
+	}
+}
+
+// A database from before sites were registered (schema version 1) gets
+// every site that reported announce status as known, so upgrading does
+// not refuse the sites in use.
+func testSitesMigration(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	var eng engine
+	var err error
+	if cfg.Driver == "postgres" {
+		eng, err = openPostgres(ctx, cfg.DSN)
+	} else {
+		eng, err = openSQLite(ctx, cfg.Path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(eng.migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := eng.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := eng.timeArg(dbTimeNow())
+	r := rule(t, 1, "discard")
+	for _, step := range []struct {
+		q    string
+		args []any
+	}{
+		{`CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`, nil},
+		{ms[0].sql, nil},
+		{`INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, 'x', 'x')`, nil},
+		{`INSERT INTO rules (family, nlri, communities, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			[]any{int64(r.Match.Family()), r.Match.AppendTo(nil), storedAction(r.Action), r.String(), now, now}},
+		{`INSERT INTO rule_status (rule_id, site, announced, updated_at) VALUES (1, 'old1', TRUE, ?), (1, 'old2', FALSE, ?)`, []any{now, now}},
+	} {
+		if _, err := tx.exec(ctx, step.q, step.args...); err != nil {
+			t.Fatalf("%s: %v", step.q, err)
+		}
+	}
+	if err := tx.commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng.close()
+	s := open(t, cfg, "new")
+	if got, err := s.Sites(ctx); err != nil || strings.Join(got, ",") != "new,old1,old2" {
+		t.Fatalf("sites after the migration: %v, %v", got, err)
+	}
+	if g, err := s.Get(ctx, 1); err != nil || g.Origin != "" || g.Rule != r {
+		t.Fatalf("old rule after the migrations: %+v, %v", g, err)
 	}
 }
