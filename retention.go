@@ -26,11 +26,17 @@ type purger interface {
 // now - retention, in small batches, off the reconciler's path, until ctx
 // ends. A failed purge is logged and retried at the next tick.
 func purgeHistory(ctx context.Context, log hclog.Logger, st purger, retention time.Duration, now func() time.Time) {
+	runPurges(ctx, log, st, retention, now, purgeFirst, purgeInterval)
+}
+
+// runPurges is purgeHistory with its delays: the first purge after first,
+// then one every interval.
+func runPurges(ctx context.Context, log hclog.Logger, st purger, retention time.Duration, now func() time.Time, first, interval time.Duration) {
 	if retention <= 0 {
 		<-ctx.Done() // keep forever; returning early would stop the daemon
 		return
 	}
-	t := time.NewTimer(purgeFirst)
+	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
 		select {
@@ -45,6 +51,6 @@ func purgeHistory(ctx context.Context, log hclog.Logger, st purger, retention ti
 		case p.Events > 0 || p.Rules > 0:
 			log.Info("purged history older than the retention", "retention", retention, "events", p.Events, "rules", p.Rules)
 		}
-		t.Reset(purgeInterval)
+		t.Reset(interval)
 	}
 }
