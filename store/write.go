@@ -172,7 +172,8 @@ func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 // upsertTx updates the active row with e's Match, or inserts e when there
 // is none. The lookup comes first, so an update never consumes an id: ids
 // are assigned to new rules only (an INSERT that conflicts would take one
-// from the sequence on PostgreSQL).
+// from the sequence on PostgreSQL). Only two instances inserting the same
+// new Match at the same moment can still use up one id between them.
 func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
