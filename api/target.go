@@ -21,7 +21,8 @@ var connectionFlags = map[string]bool{"socket": true, "config": true, "url": tru
 // "rule list --url https://rk1:8443") and returns the exit code as RunCLI
 // does. The daemon is reached over TCP with --url URL (or $RIBKEEPER_URL),
 // a bearer token from --token-file FILE, $RIBKEEPER_TOKEN_FILE or
-// $RIBKEEPER_TOKEN, and --ca-file FILE for a private CA; otherwise over the
+// $RIBKEEPER_TOKEN, and --ca-file FILE (or $RIBKEEPER_CACERT) for a private
+// CA; otherwise over the
 // control socket: --socket PATH, the [api] socket of --config FILE,
 // $RIBKEEPER_SOCKET, or ./data/ribkeeper.sock. Commands and output are the
 // same either way.
@@ -81,7 +82,11 @@ func connect(flags map[string]string) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		return NewTCPClient(TCPTarget{URL: url, Token: token, CAFile: flags["ca-file"]}, 0)
+		ca := flags["ca-file"]
+		if ca == "" {
+			ca = os.Getenv("RIBKEEPER_CACERT") // as the FastNetMon script reads it
+		}
+		return NewTCPClient(TCPTarget{URL: url, Token: token, CAFile: ca}, 0)
 	}
 	socket := flags["socket"]
 	if path := flags["config"]; path != "" && socket == "" {

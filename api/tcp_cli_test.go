@@ -32,6 +32,7 @@ func TestCLIOverTCP(t *testing.T) {
 	t.Setenv("RIBKEEPER_URL", "")
 	t.Setenv("RIBKEEPER_TOKEN", "")
 	t.Setenv("RIBKEEPER_TOKEN_FILE", "")
+	t.Setenv("RIBKEEPER_CACERT", "")
 	cert, key := selfSigned(t, t.TempDir())
 	ts := startTCP(t, TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
 	read, write := tokenFile(t, readSecret), tokenFile(t, writeSecret)
@@ -68,6 +69,11 @@ func TestCLIOverTCP(t *testing.T) {
 	if code, out, errOut := clientMain(t, "status", "--ca-file", cert); code != 0 || !strings.Contains(out, "Rules:") {
 		t.Errorf("status from the environment: exit %d, %q %q", code, out, errOut)
 	}
+	t.Setenv("RIBKEEPER_CACERT", cert)
+	if code, _, errOut := clientMain(t, "rule", "list"); code != 0 {
+		t.Errorf("CA from RIBKEEPER_CACERT: exit %d, %q", code, errOut)
+	}
+	t.Setenv("RIBKEEPER_CACERT", "")
 	// Without the CA: a one-line error saying what to do.
 	if code, _, errOut := clientMain(t, "rule", "list"); code != 1 || !strings.Contains(errOut, "--ca-file") || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("untrusted certificate: exit %d, %q", code, errOut)
