@@ -47,7 +47,7 @@ var commands = []command{
 const connectionHelp = `The daemon: --socket PATH, or the [api] socket of --config FILE, or
 $RIBKEEPER_SOCKET, or ./data/ribkeeper.sock; or the TCP API with --url URL
 (or $RIBKEEPER_URL), a token from --token-file FILE or $RIBKEEPER_TOKEN,
-and --ca-file FILE for a private CA.
+and --ca-file FILE (or $RIBKEEPER_CACERT) for a private CA.
 `
 
 // CLISynopsis is one line per client command, for the program's overview.
