@@ -598,6 +598,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	} else if err := peerTable(&indent{w: c.stdout}, st.Peers); err != nil {
 		return err
 	}
+	if len(st.Sites) > 0 {
+		fmt.Fprintf(c.stdout, "\nSites: %s\n", safeText(strings.Join(st.Sites, ", ")))
+	}
 	fmt.Fprintln(c.stdout, "\nRules:")
 	if rc := st.Rules; rc != nil {
 		t := newTable(&indent{w: c.stdout}, "STATE", "COUNT")

@@ -222,3 +222,5 @@ func (f *fakeRules) Counts(ctx context.Context) ([]store.Count, error) {
 	}
 	return out, nil
 }
+
+func (f *fakeRules) Sites(ctx context.Context) ([]string, error) { return []string{"default"}, nil }

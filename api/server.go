@@ -39,6 +39,9 @@ type Rules interface {
 	// Counts counts the stored rules by family, state and this site's
 	// announce status without reading them all.
 	Counts(ctx context.Context) ([]store.Count, error)
+	// Sites returns the sites known to the store (each appliance
+	// registers its own at start), sorted.
+	Sites(ctx context.Context) ([]string, error)
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).

@@ -16,6 +16,8 @@ type Status struct {
 	Peers    []Peer      `json:"peers"`
 	Rules    *RuleCounts `json:"rules,omitempty"`
 	LastPass *Pass       `json:"last_pass,omitempty"` // absent before the first pass
+	// Sites are the sites known to the store: the names --sites accepts.
+	Sites []string `json:"sites,omitempty"`
 	// SinceStart sums every pass since the daemon started, and the drift
 	// it repaired.
 	SinceStart *Totals  `json:"since_start,omitempty"`
@@ -124,6 +126,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 			}
 		}
 		out.Rules = c
+	}
+	if sites, err := s.rules.Sites(r.Context()); err != nil {
+		out.Errors = append(out.Errors, "sites: "+oneLine(err.Error()))
+	} else {
+		out.Sites = sites
 	}
 	if s.opts.passes != nil {
 		out.LastPass = passFromReconcile(s.opts.passes.LastPass())

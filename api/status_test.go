@@ -169,6 +169,9 @@ func TestStatusLastPassAndSinceStart(t *testing.T) {
 	if strings.Contains(last, "adopted") {
 		t.Errorf("adopted shown among the pass's changes:\n%s", last)
 	}
+	if !strings.Contains(last, "Sites: default") {
+		t.Errorf("status does not list the known sites:\n%s", last)
+	}
 	for _, want := range []string{"3 (1 with errors)", "added 7, updated 1, withdrawn 0, finished 3", "re-added 4", "orphans withdrawn 2", "speaker 1"} {
 		if !strings.Contains(since, want) {
 			t.Errorf("since start lacks %q:\n%s", want, since)
