@@ -117,6 +117,20 @@ func (e *pgEngine) lockHistory(ctx context.Context, t tx) error {
 	return err
 }
 
+// insertRule filters the row out before the identity default is
+// evaluated when the Match is active, so an update takes no id (an
+// INSERT ... VALUES ... ON CONFLICT DO NOTHING draws it first: every
+// update through rule add burned one). ON CONFLICT stays for two
+// instances inserting the same new Match at once.
+func (e *pgEngine) insertRule() string { return pgInsertRuleSQL }
+func (e *pgEngine) lookupFirst() bool  { return false }
+
+const pgInsertRuleSQL = `INSERT INTO rules
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', FALSE
+	WHERE NOT EXISTS (SELECT 1 FROM rules WHERE family = $1 AND nlri = $2 AND state = 'active')
+	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
+
 func (e *pgEngine) lockMigrations(ctx context.Context, t tx) error {
 	_, err := t.exec(ctx, "SELECT pg_advisory_xact_lock(?)", migrationLockKey)
 	return err
@@ -251,13 +265,8 @@ func (t *pgTx) insertID(ctx context.Context, q string, args ...any) (int64, bool
 
 // insertIDs pipelines the inserts, 1000 per round trip.
 func (t *pgTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
-	return t.queryIDs(ctx, q+" RETURNING id", args)
-}
-
-// queryIDs pipelines the queries, 1000 per round trip.
-func (t *pgTx) queryIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
 	const chunk = 1000
-	q = t.e.sql(q)
+	q = t.e.sql(q + " RETURNING id")
 	ids, ok := make([]int64, len(args)), make([]bool, len(args))
 	for start := 0; start < len(args); start += chunk {
 		end := min(start+chunk, len(args))

@@ -103,6 +103,15 @@ func (e *sqliteEngine) siteFilter() string {
 	return `(r.sites = '[]' OR EXISTS (SELECT 1 FROM json_each(r.sites) j WHERE j.value = ?))`
 }
 
+// insertRule: an insert that conflicts takes an AUTOINCREMENT id too,
+// but the writer looked the Match up first (lookupFirst) under the write
+// lock, so it conflicts only for a Match inserted earlier in the same
+// batch, which UpsertMany does not insert twice. (INSERT ... SELECT ...
+// WHERE NOT EXISTS, as on PostgreSQL, builds an ephemeral table per row
+// here: UpsertMany fell from 50,000 to 10,000 rules/s.)
+func (e *sqliteEngine) insertRule() string { return insertRuleSQL }
+func (e *sqliteEngine) lookupFirst() bool  { return true }
+
 func (e *sqliteEngine) lockMigrations(context.Context, tx) error { return nil } // BEGIN IMMEDIATE
 func (e *sqliteEngine) lockHistory(context.Context, tx) error    { return nil } // one writer at a time
 
@@ -226,20 +235,6 @@ func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int
 	for i, a := range args {
 		var err error
 		if ids[i], ok[i], err = t.insertID(ctx, q, a...); err != nil {
-			return nil, nil, err
-		}
-	}
-	return ids, ok, nil
-}
-
-func (t *sqliteTx) queryIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
-	ids, ok := make([]int64, len(args)), make([]bool, len(args))
-	for i, a := range args {
-		err := t.queryRow(ctx, q, a...).Scan(&ids[i])
-		switch {
-		case err == nil:
-			ok[i] = true
-		case !errors.Is(err, errNoRows):
 			return nil, nil, err
 		}
 	}

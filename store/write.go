@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
+// insertRuleSQL inserts a rule; where its Match is already active it
+// inserts nothing. Each engine words it so that an update takes no id from
+// the sequence (engine.insertRule): ids go to new rules only.
 const insertRuleSQL = `INSERT INTO rules
 	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
-
-const selectActiveIDSQL = `SELECT id FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
 	expires_at = ?, origin = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
@@ -98,40 +100,41 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
-		// Look every Match up at once (pipelined on PostgreSQL), insert
-		// the first input of each Match that is not active yet, then
-		// update the rest in input order, so the last input for a Match
-		// wins as if they had been stored one by one. Looking up first
-		// keeps ids dense: updates never take one.
-		keys := make([][]any, len(es))
-		for i := range es {
-			keys[i] = []any{es[i].family, es[i].nlri}
-		}
-		_, exists, err := t.queryIDs(ctx, selectActiveIDSQL, keys)
-		if err != nil {
-			return false, fmt.Errorf("look up active rules: %w", err)
+		// Insert every rule at once (pipelined on PostgreSQL); the ones
+		// whose Match is already active, in the database or earlier in
+		// this batch, then update in input order, so the last input for a
+		// Match wins as if they had been stored one by one. Where the
+		// engine looks up first (SQLite), only the first input of each
+		// Match not active yet is inserted.
+		var skip map[string]bool
+		if s.eng.lookupFirst() {
+			var err error
+			if skip, err = s.activeKeys(ctx, t, es); err != nil {
+				return false, fmt.Errorf("look up active rules: %w", err)
+			}
 		}
 		var (
-			toInsert []int // indexes into es
-			args     [][]any
-			seen     = make(map[string]bool, len(es))
+			idx  []int // indexes into es of the inserts
+			args [][]any
 		)
 		for i := range es {
-			k := string(rune(es[i].family)) + string(es[i].nlri)
-			if exists[i] || seen[k] {
-				continue
+			if skip != nil {
+				k := matchKey(es[i].family, es[i].nlri)
+				if skip[k] {
+					continue
+				}
+				skip[k] = true // a later input with this Match updates it
 			}
-			seen[k] = true
-			toInsert = append(toInsert, i)
+			idx = append(idx, i)
 			args = append(args, s.insertArgs(&es[i], now))
 		}
-		ids, inserted, err := t.insertIDs(ctx, insertRuleSQL, args)
+		ids, inserted, err := t.insertIDs(ctx, s.eng.insertRule(), args)
 		if err != nil {
 			return false, fmt.Errorf("insert rules: %w", err)
 		}
 		done := make([]bool, len(es))
 		changed := false
-		for j, i := range toInsert {
+		for j, i := range idx {
 			if inserted[j] {
 				out[i], changed, done[i] = s.created(t, ids[j], &es[i], now), true, true
 			}
@@ -169,27 +172,41 @@ func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	return r
 }
 
-// upsertTx updates the active row with e's Match, or inserts e when there
-// is none. The lookup comes first, so an update never consumes an id: ids
-// are assigned to new rules only (an INSERT that conflicts would take one
-// from the sequence on PostgreSQL). Only two instances inserting the same
-// new Match at the same moment can still use up one id between them.
+// upsertTx inserts e, or updates the active row with the same Match. On
+// PostgreSQL the insert comes first: it is the common case, and its
+// wording draws no id when the Match is active. SQLite, whose writer holds
+// the database's write lock, looks the Match up first, in process.
 func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
-	for range 5 {
-		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
+	active := func() (Rule, error) {
+		return scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
 			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
 			s.site, e.family, e.nlri))
+	}
+	for range 5 {
+		old, err := Rule{}, errNoRows
+		if s.eng.lookupFirst() {
+			// The covering index answers "is it active?"; the full
+			// row is read only for an update.
+			var one int64
+			if err = t.queryRow(ctx, `SELECT 1 FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`,
+				e.family, e.nlri).Scan(&one); err == nil {
+				old, err = active()
+			}
+		}
 		if errors.Is(err, errNoRows) {
-			id, inserted, err := t.insertID(ctx, insertRuleSQL, s.insertArgs(e, now)...)
-			if err != nil {
-				return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
+			id, inserted, ierr := t.insertID(ctx, s.eng.insertRule(), s.insertArgs(e, now)...)
+			if ierr != nil {
+				return Rule{}, false, false, fmt.Errorf("insert rule: %w", ierr)
 			}
 			if inserted {
 				return s.created(t, id, e, now), true, true, nil
 			}
-			continue // inserted by another instance meanwhile: update it
+			old, err = active()
+		}
+		if errors.Is(err, errNoRows) {
+			continue
 		}
 		if err != nil {
 			return Rule{}, false, false, fmt.Errorf("read active rule: %w", err)
@@ -364,4 +381,47 @@ func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q s
 	t.event(id, now, kind, "reconciler", s.site,
 		map[string]string{"state": string(Active)}, map[string]string{"state": string(state)})
 	return true, nil
+}
+
+// matchKey is a map key of a Match in stored form.
+func matchKey(family int64, nlri []byte) string {
+	return string(rune(family)) + string(nlri)
+}
+
+// lookupChunk bounds the NLRIs of one lookup query (SQLite allows 32766
+// parameters).
+const lookupChunk = 500
+
+// activeKeys returns the matchKeys of es that have an active rule: one
+// query per lookupChunk inputs of a family, not one per input.
+func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[string]bool, error) {
+	byFamily := map[int64][]any{}
+	for i := range es {
+		byFamily[es[i].family] = append(byFamily[es[i].family], es[i].nlri)
+	}
+	out := make(map[string]bool, len(es))
+	for fam, nlris := range byFamily {
+		for lo := 0; lo < len(nlris); lo += lookupChunk {
+			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
+			q := `SELECT nlri FROM rules WHERE state = 'active' AND family = ? AND nlri IN (` +
+				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + ")"
+			rs, err := t.query(ctx, q, append([]any{fam}, chunk...)...)
+			if err != nil {
+				return nil, err
+			}
+			for rs.Next() {
+				var nlri []byte
+				if err := rs.Scan(&nlri); err != nil {
+					rs.Close()
+					return nil, err
+				}
+				out[matchKey(fam, nlri)] = true
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }
