@@ -38,33 +38,22 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-const usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired state
+// usage is the program's overview; each client command's own usage (its
+// --help) comes from api.
+var usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired state
 
 usage:
   ribkeeper serve --config FILE           run the daemon
   ribkeeper check-config --config FILE    validate a configuration file and exit
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
-  ribkeeper rule list [--json] [--state active|withdrawing|withdrawn|expired]
-  ribkeeper rule show ID [--json]
-  ribkeeper rule withdraw ID
-  ribkeeper rule history ID [--json]      every change to a rule, with actor
-  ribkeeper route add PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b]
-                                          RTBH: PREFIX with BLACKHOLE + NO_EXPORT to the site's next hop
-  ribkeeper route list [--json]           RTBH routes (rules of the unicast families)
-  ribkeeper route withdraw ID
-  ribkeeper rib [--json]                  what the embedded RIB holds
-  ribkeeper peers [--json]                BGP sessions and their state
-  ribkeeper status [--json]               peers, rule counts, last reconcile pass
-  ribkeeper diff [--json]                 what the next reconcile pass would change
-  ribkeeper shutdown [--withdraw]         stop the daemon; --withdraw first takes every
-                                          rule off the routers and waits until they are sent
-                                          (SIGTERM keeps them on graceful-restart routers)
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
-
+` + api.CLISynopsis() + `
+Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
-./data/ribkeeper.sock.
+./data/ribkeeper.sock; or over the TCP API: --url URL (or $RIBKEEPER_URL)
+with a token from --token-file FILE or $RIBKEEPER_TOKEN, and --ca-file FILE
+for a private CA.
 `
 
 func main() {
@@ -101,16 +90,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
-		socket, rest, code := clientSocket(args, stderr)
-		if socket == "" {
-			return code
-		}
-		return api.RunCLI(ctx, socket, rest, stdout, stderr)
+		return api.ClientMain(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "ribkeeper: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "ribkeeper: unknown command %q (see 'ribkeeper --help')\n", args[0])
 		return 2
 	}
 }
@@ -120,9 +105,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 // bad file.
 func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, int) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	path := fs.String("config", "", "configuration file (TOML)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "usage: ribkeeper %s --config FILE\n", name)
+			return nil, 0
+		}
+		fmt.Fprintf(stderr, "ribkeeper %s: %v (usage: ribkeeper %s --config FILE)\n", name, err, name)
 		return nil, 2
 	}
 	if *path == "" || fs.NArg() > 0 {
@@ -135,47 +125,6 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 		return nil, 1
 	}
 	return cfg, 0
-}
-
-// clientSocket finds the control socket for client commands. It accepts
-// --socket and --config before the subcommand's own arguments.
-func clientSocket(args []string, stderr io.Writer) (string, []string, int) {
-	socket := os.Getenv("RIBKEEPER_SOCKET")
-	cfgPath := ""
-	var rest []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "socket" && name != "config") {
-			rest = append(rest, a)
-			continue
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				fmt.Fprintf(stderr, "ribkeeper: --%s needs a value\n", name)
-				return "", nil, 2
-			}
-			i++
-			val = args[i]
-		}
-		if name == "socket" {
-			socket = val
-		} else {
-			cfgPath = val
-		}
-	}
-	if cfgPath != "" {
-		cfg, err := config.Load(cfgPath)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return "", nil, 1
-		}
-		socket = cfg.API.Socket
-	}
-	if socket == "" {
-		socket = "./data/ribkeeper.sock"
-	}
-	return socket, rest, 0
 }
 
 // serve runs the daemon until ctx is cancelled or a part fails.
@@ -222,6 +171,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		log.Error("checking active rules against the guardrails failed", "error", err)
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
+	}
+	if err := syncStatic(ctx, log.Named("static"), st, cfg.Rules); err != nil {
+		log.Error("storing the static rules ([[rule]]) failed", "error", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -281,6 +233,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			cancel()
 		}
 	}()
+	goRun("retention", func(ctx context.Context) error {
+		purgeHistory(ctx, log.Named("retention"), st, cfg.Store.HistoryRetention, time.Now)
+		return nil
+	})
 	goRun("memory", func(ctx context.Context) error {
 		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
 		return nil

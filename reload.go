@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -105,6 +106,9 @@ func (r *reloader) reload(ctx context.Context) error {
 	if gerr != nil {
 		r.log.Error("reload: checking active rules against the guardrails failed; retry with another SIGHUP", "error", gerr)
 	}
+	if err := syncStatic(ctx, r.log, r.st, next.Rules); err != nil {
+		r.log.Error("reload: static rules ([[rule]]) only partly applied; retry with another SIGHUP", "error", err)
+	}
 	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n)
 	r.cur = next
 	if err != nil {
@@ -142,12 +146,16 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 		if full, err := st.Get(ctx, r.ID); err == nil {
 			r = full
 		}
+		if r.Origin != "" {
+			continue // a static rule: permanent by design, checked when the file loaded
+		}
 		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
 		reason := why
-		if r.Reason != "" {
+		if r.Reason != "" && len(r.Reason)+len(why)+3 <= store.MaxReasonBytes {
 			reason = r.Reason + " [" + why + "]"
 		}
-		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Sites: r.Sites}); err != nil {
+		reason = strings.ToValidUTF8(reason[:min(len(reason), store.MaxReasonBytes)], "")
+		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Keep: store.KeepSites}); err != nil {
 			log.Warn("guardrail: could not record the reason", "rule", r.ID, "error", err)
 		}
 		if _, err := st.Withdraw(ctx, r.ID, guardrailActor); err != nil {

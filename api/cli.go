@@ -13,18 +13,108 @@ import (
 	"time"
 )
 
-const cliUsage = `usage:
-  ribkeeper rule add [--ttl 10m] [--reason TEXT] [--sites a,b] 'match ... then ...'
-  ribkeeper rule list [--state active|withdrawing|withdrawn|expired] [--order precedence|id] [--json]
-  ribkeeper rule show [--json] ID
-  ribkeeper rule withdraw ID
-  ribkeeper rule history [--json] ID
-` + routeUsage + `  ribkeeper rib [--json]
-  ribkeeper peers [--json]
-  ribkeeper status [--json]
-  ribkeeper diff [--json]
-  ribkeeper shutdown [--withdraw]        stop the daemon; --withdraw first takes every rule off the routers
+// command is one client command: its synopsis and what it does. The
+// flags of its usage come from its FlagSet, so the usage --help prints and
+// the flags the command accepts cannot differ.
+type command struct {
+	name     string // "rule add"
+	synopsis string // arguments after the name
+	about    string
+}
+
+// commands lists every client command, in the order usages show them.
+var commands = []command{
+	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] 'match ... then ...'",
+		"Add a FlowSpec rule (or an RTBH route, 'route PREFIX then blackhole') and print its id. " +
+			"The same match again updates that rule: only what is given changes (--reason \"\" clears the reason). " +
+			"Rule text: README and flowspec/SYNTAX.md."},
+	{"rule list", "[--state active|withdrawing|withdrawn|expired] [--order precedence|id|expires] [--json]",
+		"List the stored rules, by default in the order routers apply them."},
+	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
+	{"rule withdraw", "ID", "Withdraw a rule; it is withdrawn once the RIB shows it gone."},
+	{"rule history", "[--json] ID", "Show every change to a rule, with its time, actor and site."},
+	{"route add", "PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b] [--community AS:N,...] [--next-hop ADDR]",
+		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},
+	{"route list", "[--state S] [--json]", "List the RTBH routes."},
+	{"route withdraw", "ID", "Withdraw an RTBH route."},
+	{"rib", "[--json]", "Show what the embedded RIB holds."},
+	{"peers", "[--json]", "Show the BGP sessions and their state."},
+	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
+	{"diff", "[--json]", "Show what the next reconcile pass would change."},
+	{"shutdown", "[--withdraw] [--timeout 2m]",
+		"Stop the daemon (control socket only). Without --withdraw, routers with graceful restart keep every rule until the next start, as on SIGTERM; " +
+			"--withdraw first withdraws every rule from every router and waits until they were sent."},
+}
+
+// connectionHelp ends every command's usage: how the CLI finds the daemon.
+const connectionHelp = `The daemon: --socket PATH, or the [api] socket of --config FILE, or
+$RIBKEEPER_SOCKET, or ./data/ribkeeper.sock; or the TCP API with --url URL
+(or $RIBKEEPER_URL), a token from --token-file FILE or $RIBKEEPER_TOKEN,
+and --ca-file FILE (or $RIBKEEPER_CACERT) for a private CA.
 `
+
+// CLISynopsis is one line per client command, for the program's overview.
+func CLISynopsis() string {
+	var b strings.Builder
+	for _, cmd := range commands {
+		fmt.Fprintf(&b, "  ribkeeper %s %s\n", cmd.name, cmd.synopsis)
+	}
+	return b.String()
+}
+
+// groupUsage is the usage of "rule" or "route": its subcommands.
+func groupUsage(group string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage:\n")
+	for _, cmd := range commands {
+		if strings.HasPrefix(cmd.name, group+" ") {
+			fmt.Fprintf(&b, "  ribkeeper %s %s\n", cmd.name, cmd.synopsis)
+		}
+	}
+	fmt.Fprintf(&b, "\nRun 'ribkeeper %s SUBCOMMAND --help' for one of them.\n", group)
+	return b.String()
+}
+
+// usage is the --help text of the command fs parses.
+func usage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	for _, cmd := range commands {
+		if cmd.name == fs.Name() {
+			fmt.Fprintf(&b, "usage: ribkeeper %s %s\n\n%s\n", cmd.name, cmd.synopsis, wrap(cmd.about, 76))
+		}
+	}
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		b.WriteString("\nflags:\n")
+		t := newTable(&b)
+		fs.VisitAll(func(f *flag.Flag) {
+			name, help := flag.UnquoteUsage(f)
+			t.row("  --"+strings.TrimSpace(f.Name+" "+name), help)
+		})
+		t.flush()
+	}
+	b.WriteString("\n" + connectionHelp)
+	return b.String()
+}
+
+// wrap breaks s into lines of at most width bytes at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, w := range strings.Fields(s) {
+		if i > 0 && line+1+len(w) > width {
+			b.WriteByte('\n')
+			line = 0
+		} else if i > 0 {
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
+}
 
 // Exit codes of RunCLI.
 const (
@@ -33,21 +123,31 @@ const (
 	exitUsage = 2
 )
 
-// errUsage marks a mistake in the command line; its message is printed with
-// the usage and the exit code is 2.
-type errUsage struct{ msg string }
+// errUsage is a mistake in the command line of cmd ("rule add"; "" for
+// none yet); the exit code is 2.
+type errUsage struct{ cmd, msg string }
 
 func (e errUsage) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return errUsage{fmt.Sprintf(format, args...)} }
+func usagef(cmd, format string, args ...any) error {
+	return errUsage{cmd, fmt.Sprintf(format, args...)}
+}
 
 // RunCLI runs a client subcommand ("rule ...", "rib", "peers", "status"; args exclude
 // the program name) against the daemon at socketPath and returns the process
 // exit code: 0 ok, 1 the daemon returned an error or could not be reached,
-// 2 bad usage. Errors are one line on stderr, prefixed "ribkeeper: ".
-// Flags may come before or after positional arguments.
+// 2 bad usage. An error is one line on stderr naming the command ("ribkeeper
+// rule add: ...") and, for a usage mistake, pointing to its --help, which
+// prints the command's usage on stdout. Flags may come before or after
+// positional arguments.
 func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
-	c := &cli{client: NewClient(socketPath, 0), stdout: stdout, stderr: stderr, now: time.Now}
+	return RunCLIWith(ctx, NewClient(socketPath, 0), args, stdout, stderr)
+}
+
+// RunCLIWith is RunCLI with the daemon reached through client (the control
+// socket or TCP: NewTCPClient).
+func RunCLIWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
+	c := &cli{client: client, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
 	switch {
@@ -56,13 +156,18 @@ func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stder
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
-		if ue.msg != "" {
-			fmt.Fprintf(stderr, "ribkeeper: %s\n", ue.msg)
+		prefix, help := "ribkeeper", "ribkeeper --help"
+		if ue.cmd != "" {
+			prefix, help = "ribkeeper "+ue.cmd, "ribkeeper "+ue.cmd+" --help"
 		}
-		fmt.Fprint(stderr, cliUsage)
+		fmt.Fprintf(stderr, "%s: %s (see '%s')\n", prefix, safeText(oneLine(ue.msg)), help)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "ribkeeper: %s\n", oneLine(err.Error()))
+		prefix := "ribkeeper"
+		if c.cmd != "" {
+			prefix += " " + c.cmd
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, safeText(oneLine(err.Error())))
 		return exitError
 	}
 }
@@ -72,16 +177,31 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
+	// pageSize is the page of lists walked by id (0: DefaultPage).
+	pageSize int
+	// cmd is the command running ("rule add"), named in its errors.
+	cmd string
+}
+
+func (c *cli) page() int {
+	if c.pageSize > 0 {
+		return c.pageSize
+	}
+	return DefaultPage
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
 func (c *cli) run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("")
+		return usagef("", "missing command")
 	}
 	switch args[0] {
 	case "rule", "rules":
 		if len(args) < 2 {
-			return usagef("rule: missing subcommand (add, list, show, withdraw, history)")
+			return usagef("rule", "missing subcommand: add, list, show, withdraw or history")
 		}
 		switch args[1] {
 		case "add":
@@ -91,11 +211,15 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		case "show", "get":
 			return c.ruleShow(ctx, args[2:])
 		case "withdraw", "rm", "delete":
-			return c.ruleWithdraw(ctx, args[2:])
+			return c.ruleWithdraw(ctx, "rule withdraw", args[2:])
 		case "history", "log":
 			return c.ruleHistory(ctx, args[2:])
 		}
-		return usagef("rule: unknown subcommand %q", args[1])
+		if isHelp(args[1]) {
+			fmt.Fprint(c.stdout, groupUsage("rule"))
+			return flag.ErrHelp
+		}
+		return usagef("rule", "unknown subcommand %q: use add, list, show, withdraw or history", args[1])
 	case "route", "routes":
 		return c.route(ctx, args[1:])
 	case "rib":
@@ -108,29 +232,33 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.diff(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(c.stderr, cliUsage)
+	}
+	if isHelp(args[0]) {
+		fmt.Fprint(c.stdout, "usage:\n"+CLISynopsis())
 		return flag.ErrHelp
 	}
-	return usagef("unknown command %q", args[0])
+	return usagef("", "unknown command %q", args[0])
 }
 
 func (c *cli) flagSet(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("ribkeeper "+name, flag.ContinueOnError)
+	c.cmd = name
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by RunCLI
 	return fs
 }
 
 // parse parses flags anywhere among args and returns the positional
-// arguments; everything after "--" is positional.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+// arguments; everything after "--" is positional. -h/--help prints the
+// command's usage on stdout and returns flag.ErrHelp.
+func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(c.stdout, usage(fs))
 				return nil, err
 			}
-			return nil, usagef("%s: %v", fs.Name(), err)
+			return nil, usagef(fs.Name(), "%s", flagError(err))
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -144,32 +272,81 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// flagError rewords the flag package's errors to name the flag as typed.
+func flagError(err error) string {
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", f)
+	}
+	if f, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", f)
+	}
+	return strings.Replace(msg, "for flag -", "for --", 1)
+}
+
 func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
-	ttl := fs.String("ttl", "", "time to live, e.g. 10m (default: never expires)")
-	reason := fs.String("reason", "", "why the rule exists")
-	sites := fs.String("sites", "", "comma-separated sites the rule targets (default: every site)")
-	pos, err := parse(fs, args)
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never (default: never for a new rule, unchanged on an update)")
+	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
+	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
+	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return usagef("rule add: missing the rule text 'match ... then ...'")
-	}
-	if *ttl != "" {
-		// Catch typos here, with the usage, before asking the daemon.
-		if d, err := time.ParseDuration(*ttl); err != nil || d <= 0 {
-			return usagef("rule add: --ttl %q is not a positive duration such as 10m or 1h30m", *ttl)
-		}
+		return usagef("rule add", "missing the rule text 'match ... then ...'")
 	}
 	// Unquoted rule text arrives as several words.
-	text := strings.Join(pos, " ")
-	req := AddRuleRequest{Text: text, TTL: *ttl, Reason: *reason}
-	for _, s := range strings.Split(*sites, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			req.Sites = append(req.Sites, s)
+	req, err := addRequest(fs, "rule add", strings.Join(pos, " "), *ttl, *reason, *sites)
+	if err != nil {
+		return err
+	}
+	return c.addRule(ctx, req)
+}
+
+// addRequest builds the request of rule add and route add: only the flags
+// given on the command line are sent, so an update changes only them.
+func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRuleRequest, error) {
+	req := AddRuleRequest{Text: text}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if given["ttl"] {
+		ttl = strings.TrimSpace(ttl)
+		if ttl != "" && ttl != TTLNever {
+			// Catch typos here, before asking the daemon.
+			if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
+				return req, usagef(cmd, "--ttl %q is not a positive duration such as 10m or 1h30m, or never", ttl)
+			}
+		}
+		req.TTL = ttl
+		if ttl == "" {
+			req.Clear = append(req.Clear, "ttl")
 		}
 	}
+	if given["reason"] {
+		req.Reason = reason
+		if reason == "" {
+			req.Clear = append(req.Clear, "reason")
+		}
+	}
+	if f := fs.Lookup("allow-unknown-sites"); f != nil {
+		req.AllowUnknownSites = f.Value.String() == "true"
+	}
+	if given["sites"] {
+		for _, s := range strings.Split(sites, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				req.Sites = append(req.Sites, s)
+			}
+		}
+		if len(req.Sites) == 0 {
+			req.Clear = append(req.Clear, "sites")
+		}
+	}
+	return req, nil
+}
+
+func (c *cli) addRule(ctx context.Context, req AddRuleRequest) error {
 	r, created, err := c.client.AddRule(ctx, req)
 	if err != nil {
 		return err
@@ -179,29 +356,41 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	if created {
 		verb = "created"
 	}
-	fmt.Fprintf(c.stderr, "%s rule %d: %s\n", verb, r.ID, r.Text)
+	fmt.Fprintf(c.stderr, "%s rule %d: %s\n", verb, r.ID, safeText(r.Text))
 	return nil
 }
 
 func (c *cli) ruleList(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule list")
 	asJSON := fs.Bool("json", false, "print JSON")
-	state := fs.String("state", "", "only rules in this state")
-	order := fs.String("order", "precedence", "precedence (the order routers apply rules in) or id (newest first)")
-	pos, err := parse(fs, args)
+	state := fs.String("state", "", "only rules in this `STATE`: active, withdrawing, withdrawn or expired")
+	order := fs.String("order", OrderPrecedence, "list in this `ORDER`: precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("rule list: unexpected argument %q", pos[0])
+		return usagef("rule list", "unexpected argument %q", pos[0])
 	}
-	rules, err := c.client.ListRulesOrdered(ctx, *state, *order)
+	switch *order {
+	case OrderPrecedence, OrderID, OrderExpires:
+	default:
+		return usagef("rule list", "--order %q is not one of precedence, id, expires", *order)
+	}
+	var rules []Rule
+	if *order == OrderID {
+		rules, err = c.client.ListAllRules(ctx, *state, c.page())
+	} else {
+		// The other orders sort every rule: one request.
+		rules, err = c.client.ListRulesOrdered(ctx, *state, *order)
+	}
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(ruleList{Rules: nonNil(rules)})
+		return c.printJSON(ruleList{Order: *order, Rules: nonNil(rules)})
 	}
+	fmt.Fprintf(c.stderr, "%d rules %s (--order precedence|id|expires)\n", len(rules), orderText(*order))
 	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()
 	for _, r := range rules {
@@ -233,7 +422,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule show")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -271,6 +460,9 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("reason:", r.Reason)
 	t.row("actor:", r.Actor)
 	t.row("sites:", sites)
+	if r.Origin != "" {
+		t.row("declared in:", r.Origin+" (a static rule: change it in that configuration and reload)")
+	}
 	t.row("created:", r.CreatedAt.Local().Format(time.RFC3339))
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
 	t.row("expires:", expires)
@@ -286,13 +478,13 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	return t.flush()
 }
 
-func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
-	fs := c.flagSet("rule withdraw")
-	pos, err := parse(fs, args)
+func (c *cli) ruleWithdraw(ctx context.Context, cmd string, args []string) error {
+	fs := c.flagSet(cmd)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
-	id, err := oneID("rule withdraw", pos)
+	id, err := oneID(cmd, pos)
 	if err != nil {
 		return err
 	}
@@ -300,14 +492,14 @@ func (c *cli) ruleWithdraw(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, r.State)
+	fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, safeText(r.State))
 	return nil
 }
 
 func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule history")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -332,12 +524,12 @@ func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 func (c *cli) rib(ctx context.Context, args []string) error {
 	fs := c.flagSet("rib")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("rib: unexpected argument %q", pos[0])
+		return usagef("rib", "unexpected argument %q", pos[0])
 	}
 	paths, err := c.client.RIB(ctx)
 	if err != nil {
@@ -356,12 +548,12 @@ func (c *cli) rib(ctx context.Context, args []string) error {
 func (c *cli) peers(ctx context.Context, args []string) error {
 	fs := c.flagSet("peers")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("peers: unexpected argument %q", pos[0])
+		return usagef("peers", "unexpected argument %q", pos[0])
 	}
 	peers, err := c.client.Peers(ctx)
 	if err != nil {
@@ -373,29 +565,54 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 	return peerTable(c.stdout, peers)
 }
 
+// peerTable prints the sessions, then for each one that is not
+// established (or has flapped) why, as `birdc show protocols all` does.
 func peerTable(w io.Writer, peers []Peer) error {
-	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FAMILIES")
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FLAPS", "FAMILIES")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
 			uptime = shortDuration(time.Duration(p.UptimeSeconds) * time.Second)
 		}
 		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
-			strconv.Itoa(p.Sent), strings.Join(p.Families, ","))
+			strconv.Itoa(p.Sent), strconv.Itoa(p.Flaps), strings.Join(p.Families, ","))
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if p.LastError == "" && p.Hint == "" {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: %s", safeText(p.Address), safeText(p.State))
+		if p.Since != nil {
+			fmt.Fprintf(w, " since %s", p.Since.Local().Format(time.DateTime))
+		}
+		fmt.Fprintln(w)
+		if p.LastError != "" {
+			at := ""
+			if p.LastErrorAt != nil {
+				at = " (" + p.LastErrorAt.Local().Format(time.DateTime) + ")"
+			}
+			fmt.Fprintf(w, "  last error: %s%s\n", safeText(p.LastError), at)
+		}
+		if p.Hint != "" {
+			fmt.Fprintf(w, "  hint: %s\n", safeText(p.Hint))
+		}
+	}
+	return nil
 }
 
 // status prints three aligned blocks: peers, rule counts, last pass.
 func (c *cli) status(ctx context.Context, args []string) error {
 	fs := c.flagSet("status")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("status: unexpected argument %q", pos[0])
+		return usagef("status", "unexpected argument %q", pos[0])
 	}
 	st, err := c.client.Status(ctx)
 	if err != nil {
@@ -410,6 +627,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.stdout, "  (none configured)")
 	} else if err := peerTable(&indent{w: c.stdout}, st.Peers); err != nil {
 		return err
+	}
+	if len(st.Sites) > 0 {
+		fmt.Fprintf(c.stdout, "\nSites: %s\n", safeText(strings.Join(st.Sites, ", ")))
 	}
 	fmt.Fprintln(c.stdout, "\nRules:")
 	if rc := st.Rules; rc != nil {
@@ -439,8 +659,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		t.row("started:", fmt.Sprintf("%s (%s ago)", p.Started.Local().Format(time.RFC3339), shortDuration(c.now().Sub(p.Started))))
 		t.row("duration:", time.Duration(p.DurationSeconds*float64(time.Second)).String())
 		t.row("result:", p.Result)
-		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, adopted %d, finished %d",
-			p.Added, p.Updated, p.Withdrawn, p.Adopted, p.Finished))
+		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, finished %d",
+			p.Added, p.Updated, p.Withdrawn, p.Finished))
+		t.row("in the RIB as wanted:", strconv.Itoa(p.Adopted))
 		t.row("orphans:", strconv.Itoa(p.Orphans))
 		t.row("pending:", strconv.Itoa(p.Pending))
 		t.row("errors:", strconv.Itoa(p.Errors))
@@ -453,8 +674,20 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	} else {
 		fmt.Fprintln(c.stdout, "  none yet")
 	}
+	if tot := st.SinceStart; tot != nil {
+		fmt.Fprintf(c.stdout, "\nSince start (%s, %s ago):\n", tot.Started.Local().Format(time.RFC3339), shortDuration(c.now().Sub(tot.Started)))
+		t := newTable(&indent{w: c.stdout})
+		t.row("passes:", fmt.Sprintf("%d (%d with errors)", tot.Passes, tot.ErrorPasses))
+		t.row("changes:", fmt.Sprintf("added %d, updated %d, withdrawn %d, finished %d", tot.Added, tot.Updated, tot.Withdrawn, tot.Finished))
+		t.row("errors:", strconv.FormatUint(tot.Errors, 10))
+		t.row("drift repaired:", fmt.Sprintf("re-added %d, replaced %d, orphans withdrawn %d", tot.Readded, tot.Replaced, tot.OrphansWithdrawn))
+		t.row("restarts:", fmt.Sprintf("speaker %d, peer resets %d", tot.SpeakerRestarts, tot.PeerResets))
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
 	for _, e := range st.Errors {
-		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", e)
+		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(oneLine(e)))
 	}
 	return nil
 }
@@ -481,7 +714,7 @@ func (i *indent) Write(b []byte) (int, error) {
 }
 
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
+	enc := json.NewEncoder(safeJSON{c.stdout})
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -489,11 +722,11 @@ func (c *cli) printJSON(v any) error {
 
 func oneID(cmd string, pos []string) (int64, error) {
 	if len(pos) != 1 {
-		return 0, usagef("%s: want exactly one rule ID, got %d arguments", cmd, len(pos))
+		return 0, usagef(cmd, "want exactly one rule ID, got %d arguments", len(pos))
 	}
 	id, err := strconv.ParseInt(pos[0], 10, 64)
 	if err != nil || id <= 0 {
-		return 0, usagef("%s: %q is not a rule ID", cmd, pos[0])
+		return 0, usagef(cmd, "%q is not a rule ID", pos[0])
 	}
 	return id, nil
 }

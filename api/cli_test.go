@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/bgp"
 )
 
 // runCLI runs RunCLI against sock and returns the exit code and outputs.
@@ -32,7 +35,8 @@ func TestCLIRuleLifecycle(t *testing.T) {
 		t.Fatalf("rule add: stdout %q (want the id only), stderr %q", out, errOut)
 	}
 
-	// Flags after the text, and unquoted text, reach the same rule.
+	// Flags after the text, and unquoted text, reach the same rule; the
+	// expiry not given is kept.
 	code, out, errOut = runCLI(t, ts.sock, "rule", "add", strings.Fields(ruleLimit)[0], strings.Join(strings.Fields(ruleLimit)[1:], " "), "--reason", "raised")
 	if code != 0 || strings.TrimSpace(out) != strconv.FormatInt(id, 10) || !strings.HasPrefix(errOut, "updated rule ") {
 		t.Fatalf("rule add (update): exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -62,7 +66,7 @@ func TestCLIRuleLifecycle(t *testing.T) {
 	}
 
 	code, out, _ = runCLI(t, ts.sock, "rule", "show", strconv.FormatInt(id, 10))
-	if code != 0 || !strings.Contains(out, "reason:") || !strings.Contains(out, "raised") || !strings.Contains(out, "expires:     never") {
+	if code != 0 || !strings.Contains(out, "reason:") || !strings.Contains(out, "raised") || strings.Contains(out, "expires:     never") {
 		t.Errorf("rule show: exit %d, %q", code, out)
 	}
 	code, out, _ = runCLI(t, ts.sock, "rule", "show", strconv.FormatInt(id, 10), "--json")
@@ -82,41 +86,87 @@ func TestCLIServerErrors(t *testing.T) {
 	if code != 1 || out != "" {
 		t.Errorf("bad text: exit %d, stdout %q; want 1 and nothing", code, out)
 	}
-	if !strings.HasPrefix(errOut, `ribkeeper: rule text: "destinaton" (column 7): `) || strings.Count(errOut, "\n") != 1 {
+	if !strings.HasPrefix(errOut, `ribkeeper rule add: rule text: "destinaton" (column 7): `) || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("bad text: stderr %q, want one line pointing at the word", errOut)
 	}
 
 	code, _, errOut = runCLI(t, ts.sock, "rule", "show", "12345")
-	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper: no rule with id 12345") {
+	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper rule show: no rule with id 12345") {
 		t.Errorf("unknown id: exit %d, stderr %q", code, errOut)
 	}
 }
 
+// A usage mistake is one line naming the command and the offending word,
+// pointing to the command's --help; nothing on stdout; exit 2.
 func TestCLIUsage(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
-	for _, args := range [][]string{
-		{},
-		{"frobnicate"},
-		{"rule"},
-		{"rule", "add"},
-		{"rule", "add", "--ttl", "-1m", ruleDiscard},
-		{"rule", "add", "--bogus", ruleDiscard},
-		{"rule", "show"},
-		{"rule", "show", "x"},
-		{"rule", "withdraw", "1", "2"},
-		{"rib", "extra"},
+	for _, tc := range []struct {
+		args      []string
+		cmd, word string
+	}{
+		{[]string{}, "ribkeeper", "missing command"},
+		{[]string{"frobnicate"}, "ribkeeper", `"frobnicate"`},
+		{[]string{"rule"}, "ribkeeper rule", "missing subcommand"},
+		{[]string{"rule", "ad"}, "ribkeeper rule", `"ad"`},
+		{[]string{"rule", "add"}, "ribkeeper rule add", "missing the rule text"},
+		{[]string{"rule", "add", "--ttl", "-1m", ruleDiscard}, "ribkeeper rule add", `"-1m"`},
+		{[]string{"rule", "add", "--bogus", ruleDiscard}, "ribkeeper rule add", "--bogus"},
+		{[]string{"rule", "add", ruleDiscard, "--ttl"}, "ribkeeper rule add", "--ttl needs a value"},
+		{[]string{"route", "add", "--ttl", "5x", "--blackhole", "203.0.113.7/32"}, "ribkeeper route add", `"5x"`},
+		{[]string{"route", "add", "--blackhole", "203.0.113.7/33"}, "ribkeeper route add", `"203.0.113.7/33"`},
+		{[]string{"route", "withdraw", "x"}, "ribkeeper route withdraw", `"x"`},
+		{[]string{"rule", "list", "--order", "age"}, "ribkeeper rule list", `"age"`},
+		{[]string{"rule", "show"}, "ribkeeper rule show", "exactly one rule ID"},
+		{[]string{"rule", "show", "x"}, "ribkeeper rule show", `"x"`},
+		{[]string{"rule", "withdraw", "1", "2"}, "ribkeeper rule withdraw", "got 2"},
+		{[]string{"rib", "extra"}, "ribkeeper rib", `"extra"`},
+		{[]string{"status", "--jsn"}, "ribkeeper status", "--jsn"},
 	} {
-		code, out, errOut := runCLI(t, sock, args...)
-		if code != 2 || out != "" || !strings.Contains(errOut, "usage:") {
-			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 with usage", args, code, out, errOut)
+		code, out, errOut := runCLI(t, sock, tc.args...)
+		help := "(see '" + tc.cmd + " --help')\n"
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, tc.cmd+": ") || !strings.Contains(errOut, tc.word) ||
+			!strings.HasSuffix(errOut, help) || strings.Count(errOut, "\n") != 1 || strings.Contains(errOut, "ribkeeper: ribkeeper") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and one line %q...%q...%q", tc.args, code, out, errOut, tc.cmd+": ", tc.word, help)
 		}
+	}
+}
+
+// --help prints the command's one usage text on stdout, and it lists every
+// flag the command accepts.
+func TestCLIHelp(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, cmd := range commands {
+		args := append(strings.Fields(cmd.name), "--help")
+		code, out, errOut := runCLI(t, sock, args...)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: ribkeeper "+cmd.name+" "+cmd.synopsis+"\n") {
+			t.Errorf("%s --help: exit %d, stderr %q, stdout:\n%s", cmd.name, code, errOut, out)
+			continue
+		}
+		// Every --flag of the synopsis is described under flags.
+		for _, w := range strings.FieldsFunc(cmd.synopsis, func(r rune) bool { return r == ' ' || r == '[' || r == ']' }) {
+			if strings.HasPrefix(w, "--") && !strings.Contains(out, "\n  "+w) {
+				t.Errorf("%s --help does not describe %s:\n%s", cmd.name, w, out)
+			}
+		}
+		if code, out2, _ := runCLI(t, sock, append(strings.Fields(cmd.name), "-h")...); code != 0 || out2 != out {
+			t.Errorf("%s -h differs from --help", cmd.name)
+		}
+	}
+	for _, group := range []string{"rule", "route"} {
+		code, out, _ := runCLI(t, sock, group, "--help")
+		if code != 0 || !strings.Contains(out, "ribkeeper "+group+" add ") {
+			t.Errorf("%s --help: exit %d\n%s", group, code, out)
+		}
+	}
+	if code, out, _ := runCLI(t, sock, "--help"); code != 0 || out != "usage:\n"+CLISynopsis() {
+		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 }
 
 func TestCLIUnreachable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
 	code, out, errOut := runCLI(t, sock, "rule", "list")
-	want := "ribkeeper: cannot reach the daemon at " + sock + ": is `ribkeeper serve` running? ("
+	want := "ribkeeper rule list: cannot reach the daemon at " + sock + ": is `ribkeeper serve` running? ("
 	if code != 1 || out != "" || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and %q...", code, out, errOut, want)
 	}
@@ -150,7 +200,7 @@ func TestParseInterleaved(t *testing.T) {
 	} {
 		fs := (&cli{}).flagSet("t")
 		ttl := fs.String("ttl", "", "")
-		pos, err := parse(fs, tc.args)
+		pos, err := (&cli{stdout: io.Discard}).parse(fs, tc.args)
 		if (err == nil) != tc.wantErrNil || strings.Join(pos, " ") != tc.pos || *ttl != tc.ttl {
 			t.Errorf("parse(%q) = %q, ttl %q, err %v; want %q, ttl %q", tc.args, pos, *ttl, err, tc.pos, tc.ttl)
 		}
@@ -179,5 +229,34 @@ func TestClientTimeout(t *testing.T) {
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "did not answer in time") {
 		t.Errorf("ListRules against a mute daemon: %v", err)
+	}
+}
+
+// `peers` says why a session is down and what to check, escaped.
+func TestCLIPeersExplainsDown(t *testing.T) {
+	ts := startServer(t)
+	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ts.rib.setPeers([]bgp.PeerStatus{
+		{Address: "192.0.2.1", ASN: 64512, State: "established", Uptime: 90 * time.Second, Families: []string{"ipv4-flowspec"}},
+		{Address: "192.0.2.2", ASN: 64513, State: "active", Since: at, Flaps: 2, Families: []string{"ipv4-flowspec"},
+			LastError: "notification-received cease/administrative shutdown\x1b[2J", LastErrorAt: at},
+		{Address: "192.0.2.3", ASN: 64514, State: "active", Families: []string{"ipv4-flowspec"},
+			Hint: "no TCP connection has completed: with a TCP MD5 password ..."},
+	})
+	code, out, errOut := runCLI(t, ts.sock, "peers")
+	if code != 0 {
+		t.Fatalf("peers: exit %d, %s", code, errOut)
+	}
+	for _, want := range []string{"FLAPS", "192.0.2.2: active since", "last error: notification-received cease/administrative shutdown", "192.0.2.3: active", "hint: no TCP connection has completed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("peers output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") || strings.Contains(out, "192.0.2.1:") {
+		t.Errorf("raw escape printed, or an established peer explained:\n%q", out)
+	}
+	code, out, _ = runCLI(t, ts.sock, "peers", "--json")
+	if code != 0 || !strings.Contains(out, `"last_error": "notification-received`) || !strings.Contains(out, `"flaps": 2`) {
+		t.Errorf("peers --json: %s", out)
 	}
 }

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,16 +12,20 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
 // DefaultClientTimeout bounds each Client request when NewClient is given 0.
 const DefaultClientTimeout = 15 * time.Second
 
-// Client talks to the API over the control socket.
+// Client talks to the API over the control socket or over TCP.
 type Client struct {
-	socket  string
+	socket  string // the socket path or base URL, for messages
+	base    string // "http://ribkeeper" (socket) or the TCP base URL
+	token   string // bearer token sent over TCP; "" for none
 	timeout time.Duration
 	hc      *http.Client
 }
@@ -38,13 +44,63 @@ func NewClient(socketPath string, timeout time.Duration) *Client {
 		MaxIdleConns:    2,
 		IdleConnTimeout: 30 * time.Second,
 	}
-	return &Client{socket: socketPath, timeout: timeout, hc: &http.Client{Transport: tr, Timeout: timeout}}
+	return &Client{socket: socketPath, base: "http://ribkeeper", timeout: timeout, hc: &http.Client{Transport: tr, Timeout: timeout}}
+}
+
+// TCPTarget is how to reach the TCP API ([api] listen).
+type TCPTarget struct {
+	// URL is the base URL, "https://host:port" or "http://host:port".
+	URL string
+	// Token is the bearer token sent with every request ("" for none: a
+	// loopback listener without tokens).
+	Token string
+	// CAFile is a PEM file of the certificates that may sign the
+	// server's (an https URL); empty: the system's roots.
+	CAFile string
+}
+
+// NewTCPClient returns a client for the TCP API at t. A token is only
+// sent over https or to a loopback address, never in clear over a
+// network.
+func NewTCPClient(t TCPTarget, timeout time.Duration) (*Client, error) {
+	if timeout <= 0 {
+		timeout = DefaultClientTimeout
+	}
+	u, err := url.Parse(strings.TrimRight(t.URL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("URL %q is not a base URL such as https://rk.example.net:8443", t.URL)
+	}
+	if u.Scheme == "http" && t.Token != "" && !isLoopback(u.Hostname()) {
+		return nil, fmt.Errorf("refusing to send the token in clear to %s: use an https URL ([api] tls_cert on the daemon)", u.Host)
+	}
+	if u.Scheme == "http" && t.CAFile != "" {
+		return nil, fmt.Errorf("a CA file needs an https URL, not %s", t.URL)
+	}
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConns:        2,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", t.CAFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	base := u.Scheme + "://" + u.Host
+	return &Client{socket: base, base: base, token: t.Token, timeout: timeout, hc: &http.Client{Transport: tr, Timeout: timeout}}, nil
 }
 
 // UnreachableError means the daemon could not be reached at all (no socket,
 // nobody listening, no permission) or did not answer in time.
 type UnreachableError struct {
-	Socket string
+	Socket string // the socket path or base URL
 	Err    error
 }
 
@@ -103,6 +159,41 @@ func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]R
 	return out.Rules, err
 }
 
+// ListRulesPage returns one page of the rules in state (every state when
+// "") newest first, after the id cursor after (0: from the newest), and
+// the cursor of the next page (0 after the last page).
+func (c *Client) ListRulesPage(ctx context.Context, state string, after int64, limit int) (rules []Rule, next int64, err error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	q.Set("limit", strconv.Itoa(limit))
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	var out ruleList
+	_, err = c.do(ctx, http.MethodGet, "/v1/rules?"+q.Encode(), nil, &out)
+	return out.Rules, out.Next, err
+}
+
+// ListAllRules walks every page of the rules in state, newest first, page
+// rules per request: each rule that existed when it started comes once.
+func (c *Client) ListAllRules(ctx context.Context, state string, page int) ([]Rule, error) {
+	var all []Rule
+	var after int64
+	for {
+		rules, next, err := c.ListRulesPage(ctx, state, after, page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rules...)
+		if next == 0 {
+			return all, nil
+		}
+		after = next
+	}
+}
+
 // GetRule returns one rule.
 func (c *Client) GetRule(ctx context.Context, id int64) (Rule, error) {
 	var r Rule
@@ -150,12 +241,15 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		}
 		body = bytes.NewReader(b)
 	}
-	// The host is ignored: the transport always dials the socket.
-	req, err := http.NewRequestWithContext(ctx, method, "http://ribkeeper"+path, body)
+	// Over the socket the host is ignored: the transport dials the socket.
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -196,6 +290,11 @@ func (c *Client) transportError(ctx context.Context, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 		return &UnreachableError{Socket: c.socket, Err: fmt.Errorf("%w after %s", context.DeadlineExceeded, c.timeout)}
+	}
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	if errors.As(err, &ua) || errors.As(err, &hn) {
+		return fmt.Errorf("the daemon at %s has a certificate this host does not trust (%v): give the CA that signed it with --ca-file FILE", c.socket, err)
 	}
 	return fmt.Errorf("talking to the daemon at %s: %w", c.socket, err)
 }

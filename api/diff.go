@@ -101,12 +101,12 @@ func (c *Client) Diff(ctx context.Context) (Diff, error) {
 func (c *cli) diff(ctx context.Context, args []string) error {
 	fs := c.flagSet("diff")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("diff: unexpected argument %q", pos[0])
+		return usagef("diff", "unexpected argument %q", pos[0])
 	}
 	d, err := c.client.Diff(ctx)
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	CodeUnauthorized     = "unauthorized" // TCP listener: no bearer token, or an unknown one (401)
 	CodeForbidden        = "forbidden"    // TCP listener: the token's role does not allow the request (403)
 	CodeUnavailable      = "unavailable"  // a dependency (RIB, speaker, database) cannot answer now; retry
+	CodeDeclared         = "declared"     // the rule is a static rule of a configuration ([[rule]]); change it there (409)
 	CodeInternal         = "internal"     // a bug or an unclassified failure; see the daemon log
 )
 

@@ -72,8 +72,17 @@ func (f *fakeRules) upsert(in store.Input) (store.Rule, bool) {
 	now := time.Now().UTC()
 	for id, r := range f.rules {
 		if r.State == store.Active && r.Rule.Match == in.Rule.Match {
-			r.Rule, r.Text, r.Reason, r.Actor, r.Sites = in.Rule, in.Rule.String(), in.Reason, in.Actor, in.Sites
-			r.ExpiresAt, r.UpdatedAt, r.WithdrawRequested = in.ExpiresAt, now, false
+			r.Rule, r.Text, r.Actor = in.Rule, in.Rule.String(), in.Actor
+			r.UpdatedAt, r.WithdrawRequested = now, false
+			if in.Keep&store.KeepReason == 0 {
+				r.Reason = in.Reason
+			}
+			if in.Keep&store.KeepExpiry == 0 {
+				r.ExpiresAt = in.ExpiresAt
+			}
+			if in.Keep&store.KeepSites == 0 {
+				r.Sites = in.Sites
+			}
 			f.rules[id] = r
 			f.record(id, store.EventUpdated, in.Actor)
 			return r, false
@@ -115,6 +124,20 @@ func (f *fakeRules) List(ctx context.Context, state store.State) ([]store.Rule, 
 		}
 	}
 	slices.SortFunc(out, func(a, b store.Rule) int { return cmp.Compare(b.ID, a.ID) })
+	return out, nil
+}
+
+func (f *fakeRules) ListPage(ctx context.Context, p store.Page) ([]store.Rule, error) {
+	all, err := f.List(ctx, p.State)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Rule
+	for _, r := range all {
+		if (p.After == 0 || r.ID < p.After) && (p.WithdrawRequested == nil || r.WithdrawRequested == *p.WithdrawRequested) && len(out) < p.Limit {
+			out = append(out, r)
+		}
+	}
 	return out, nil
 }
 
@@ -199,3 +222,5 @@ func (f *fakeRules) Counts(ctx context.Context) ([]store.Count, error) {
 	}
 	return out, nil
 }
+
+func (f *fakeRules) Sites(ctx context.Context) ([]string, error) { return []string{"default"}, nil }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // table prints aligned columns.
@@ -34,12 +37,81 @@ func (t *table) row(cells ...string) {
 
 func (t *table) flush() error { return t.tw.Flush() }
 
-// cellText keeps a cell on one line and out of the column separators.
+// cellText keeps a cell on one line, out of the column separators, and
+// safe to print.
 func cellText(s string) string {
-	if !strings.ContainsAny(s, "\t\r\n\v\f") {
+	if strings.ContainsAny(s, "\t\r\n\v\f") {
+		s = strings.Join(strings.Fields(s), " ")
+	}
+	return safeText(s)
+}
+
+// safeText escapes what a terminal could act on instead of printing it:
+// control characters (NUL, ESC, DEL, C1), bidirectional overrides and
+// other invisible format characters, and bytes that are not UTF-8, as
+// \x1b, \u202e or \xff. Printable text, spaces included, is unchanged.
+// Every string the CLI prints from the daemon goes through it: rows
+// stored before the store checked free text may hold anything.
+func safeText(s string) string {
+	i := 0
+	for i < len(s) {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		if !printable(c, n) {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
 		return s
 	}
-	return strings.Join(strings.Fields(s), " ")
+	b := []byte(s[:i])
+	for i < len(s) {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case printable(c, n):
+			b = append(b, s[i:i+n]...)
+		case c == utf8.RuneError && n <= 1:
+			b = fmt.Appendf(b, "\\x%02x", s[i])
+		case c < 0x80:
+			b = fmt.Appendf(b, "\\x%02x", c)
+		case c <= 0xffff:
+			b = fmt.Appendf(b, "\\u%04x", c)
+		default:
+			b = fmt.Appendf(b, "\\U%08x", c)
+		}
+		i += n
+	}
+	return string(b)
+}
+
+func printable(c rune, n int) bool {
+	return unicode.IsPrint(c) && (c != utf8.RuneError || n > 1)
+}
+
+// safeJSON is a writer that escapes, inside JSON text, every character
+// safeText would not print as \uXXXX (still valid JSON). encoding/json
+// already escapes C0 controls; this catches DEL, C1 controls and format
+// characters such as U+202E, which it writes raw.
+type safeJSON struct{ w io.Writer }
+
+func (j safeJSON) Write(p []byte) (int, error) {
+	s := string(p)
+	var b []byte
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		if printable(c, n) || c == '\n' || c == '\t' || (c == utf8.RuneError && n <= 1) {
+			b = append(b, s[i:i+n]...)
+		} else {
+			for _, u := range utf16.Encode([]rune{c}) {
+				b = fmt.Appendf(b, "\\u%04x", u)
+			}
+		}
+		i += n
+	}
+	if _, err := j.w.Write(b); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func yesNo(b bool) string {

@@ -92,18 +92,37 @@ func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool)
 			gins[i].TTL = in.ExpiresAt.Sub(now).Round(time.Second)
 		}
 	}
+	// An update that keeps the stored expiry is checked with the TTL the
+	// rule has left.
+	keepsExpiry := false
+	for _, in := range ins {
+		keepsExpiry = keepsExpiry || in.Keep&store.KeepExpiry != 0
+	}
+	keepsExpiry = keepsExpiry && (cfg.RequireTTL || cfg.MaxTTL > 0)
 	var active []flowspec.Match
-	if cfg.NeedsActive() || cfg.MaxNewRulesPerMinute > 0 {
+	if cfg.NeedsActive() || cfg.MaxNewRulesPerMinute > 0 || keepsExpiry {
 		rs, err := g.Rules.List(ctx, store.Active)
 		if err != nil {
 			return err
 		}
 		active = make([]flowspec.Match, 0, len(rs))
+		expiry := make(map[flowspec.Match]time.Time)
 		for _, r := range rs {
 			// Rules on their way out do not count; storing one again
 			// cancels its withdrawal, which makes it new.
 			if !r.WithdrawRequested && r.Rule.Match.IsValid() {
 				active = append(active, r.Rule.Match)
+			}
+			if keepsExpiry && r.Rule.Match.IsValid() {
+				expiry[r.Rule.Match] = r.ExpiresAt
+			}
+		}
+		for i, in := range ins {
+			if exp, ok := expiry[in.Rule.Match]; ok && in.Keep&store.KeepExpiry != 0 {
+				gins[i].TTL = 0
+				if !exp.IsZero() {
+					gins[i].TTL = max(exp.Sub(now).Round(time.Second), time.Second)
+				}
 			}
 		}
 	}

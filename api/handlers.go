@@ -55,15 +55,27 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 // toError classifies err into the API's error vocabulary. Unclassified
 // errors are logged and reported as internal without their text.
 func (s *Server) toError(r *http.Request, err error) *Error {
-	var e *Error
+	var (
+		e  *Error
+		ie *store.InputError
+	)
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.Is(err, store.ErrDeclared):
+		var de *store.DeclaredError
+		msg := err.Error()
+		if errors.As(err, &de) {
+			msg = de.Error()
+		}
+		return newError(http.StatusConflict, CodeDeclared, "text", "%s", oneLine(msg))
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
+	case errors.As(err, &ie):
+		field := requestField(ie)
+		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, oneLine(ie.Msg))
 	case errors.Is(err, store.ErrInvalidInput):
-		msg := strings.TrimPrefix(err.Error(), "store: ")
-		return newError(http.StatusBadRequest, CodeInvalidInput, storeField(msg), "%s", oneLine(msg))
+		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", oneLine(strings.TrimPrefix(err.Error(), "store: ")))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", oneLine(err.Error()))
@@ -79,7 +91,7 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 // addRule handles POST /v1/rules. The request is validated in full (the
 // rule text parsed) before anything is stored.
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var req AddRuleRequest
+	var req ruleRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
@@ -103,7 +115,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 // addRules handles POST /v1/rules/batch: every rule is validated before
 // any is stored, and the store applies them all or none.
 func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var req AddRulesRequest
+	var req rulesRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
@@ -151,8 +163,9 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 }
 
 // input validates one rule request; field prefixes the names of the
-// request fields in errors ("rules[3]." in a batch).
-func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, error) {
+// request fields in errors ("rules[3]." in a batch). Fields absent from
+// the request are kept as stored when the rule already exists.
+func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error) {
 	text := strings.TrimSpace(req.Text)
 	if text == "" {
 		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text",
@@ -171,26 +184,44 @@ func (s *Server) input(req AddRuleRequest, field, actor string) (store.Input, er
 				"%s", oneLine(err.Error()))
 		}
 	}
-	var expires time.Time
-	if req.TTL != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(req.TTL))
+	in := store.Input{Rule: rule, Actor: actor, AllowUnknownSites: req.AllowUnknownSites}
+	switch ttl := strings.TrimSpace(deref(req.TTL)); {
+	case req.TTL == nil:
+		in.Keep |= store.KeepExpiry
+	case ttl == "" || ttl == TTLNever:
+	default:
+		d, err := time.ParseDuration(ttl)
 		if err != nil {
 			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				`%sttl %q is not a duration such as "10m" or "1h30m"`, field, req.TTL)
+				`%sttl %q is not a duration such as "10m" or "1h30m" (or "never")`, field, *req.TTL)
 		}
 		if d <= 0 {
 			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				"%sttl must be positive, got %q", field, req.TTL)
+				"%sttl must be positive, got %q", field, *req.TTL)
 		}
-		expires = s.opts.now().Add(d)
+		in.ExpiresAt = s.opts.now().Add(d)
 	}
-	return store.Input{
-		Rule:      rule,
-		ExpiresAt: expires,
-		Reason:    req.Reason,
-		Actor:     actor,
-		Sites:     req.Sites,
-	}, nil
+	if req.Reason == nil {
+		in.Keep |= store.KeepReason
+	} else {
+		in.Reason = *req.Reason
+		if err := store.CheckText(in.Reason, store.MaxReasonBytes); err != nil {
+			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidInput, field+"reason", "%sreason: %v", field, err)
+		}
+	}
+	if req.Sites == nil {
+		in.Keep |= store.KeepSites
+	} else {
+		in.Sites = *req.Sites
+	}
+	return in, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // listRules handles GET /v1/rules?state=S.
@@ -208,9 +239,17 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 			"state %q is not one of active, withdrawing, withdrawn, expired", state)
 	}
 	order := r.URL.Query().Get("order")
-	if order != "" && order != "id" && order != "precedence" {
+	switch order {
+	case "":
+		order = OrderID
+	case OrderID, OrderPrecedence, OrderExpires:
+	default:
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
-			"order %q is not one of id (newest first), precedence (the order routers apply rules in)", order)
+			"order %q is not one of id (newest first), precedence (the order routers apply rules in), expires (soonest expiry first)", order)
+	}
+	q := r.URL.Query()
+	if q.Has("limit") || q.Has("after") {
+		return s.listPage(r, state, order)
 	}
 	rules, err := s.rules.List(r.Context(), filter)
 	if err != nil {
@@ -220,10 +259,13 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
 	}
 	var shadowedBy map[int64]int64
-	if order == "precedence" {
+	switch order {
+	case OrderPrecedence:
 		shadowedBy = byPrecedence(rules)
+	case OrderExpires:
+		byExpiry(rules)
 	}
-	out := ruleList{Rules: make([]Rule, 0, len(rules))}
+	out := ruleList{Order: order, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
 		rule.ShadowedBy = shadowedBy[sr.ID]
@@ -231,6 +273,93 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 		out.Rules = append(out.Rules, rule)
 	}
 	return http.StatusOK, out, nil
+}
+
+// DefaultPage is the page size of GET /v1/rules?after=ID without limit.
+const DefaultPage = 1000
+
+// listPage answers GET /v1/rules?limit=N&after=ID: one page of the rules
+// newest first, and the cursor of the next page ("next", absent after the
+// last page). Paging needs order=id: the other orders sort the whole set.
+func (s *Server) listPage(r *http.Request, state, order string) (int, any, error) {
+	q := r.URL.Query()
+	if order != OrderID {
+		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
+			"paging (limit, after) lists by id only; order %q sorts every rule: drop limit and after, or use order=id", order)
+	}
+	p := store.Page{Limit: DefaultPage}
+	if v := q.Get("limit"); q.Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxPage {
+			return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "limit", "limit %q is not a number from 1 to %d", v, store.MaxPage)
+		}
+		p.Limit = n
+	}
+	if v := q.Get("after"); q.Has("after") {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id < 0 {
+			return 0, nil, newError(http.StatusBadRequest, CodeInvalidID, "after", "after %q is not a rule id", v)
+		}
+		p.After = id
+	}
+	switch state {
+	case "":
+	case StateWithdrawing, string(store.Active):
+		p.State = store.Active
+		w := state == StateWithdrawing
+		p.WithdrawRequested = &w
+	default:
+		p.State = store.State(state)
+	}
+	rules, err := s.rules.ListPage(r.Context(), p)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := ruleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
+	for _, sr := range rules {
+		rule := ruleFromStore(sr)
+		s.withDelivery(&rule, sr)
+		out.Rules = append(out.Rules, rule)
+	}
+	if len(rules) == p.Limit {
+		out.Next = rules[len(rules)-1].ID
+	}
+	return http.StatusOK, out, nil
+}
+
+// The orders of GET /v1/rules (?order=).
+const (
+	OrderID         = "id"         // newest first (the default)
+	OrderPrecedence = "precedence" // the order routers apply rules in
+	OrderExpires    = "expires"    // soonest expiry first, rules that never expire last
+)
+
+// orderText says an order in words, as rule list prints it.
+func orderText(order string) string {
+	switch order {
+	case OrderPrecedence:
+		return "in precedence order: the order routers apply them (RFC 8955 §5.1), IPv4 then IPv6, then inactive rules newest first"
+	case OrderExpires:
+		return "by expiry: soonest first, rules that never expire last"
+	}
+	return "by id: newest first"
+}
+
+// byExpiry sorts rules soonest expiry first, those that never expire
+// last, newest first among equals.
+func byExpiry(rules []store.Rule) {
+	slices.SortStableFunc(rules, func(a, b store.Rule) int {
+		switch {
+		case a.ExpiresAt.IsZero() != b.ExpiresAt.IsZero():
+			if a.ExpiresAt.IsZero() {
+				return 1
+			}
+			return -1
+		case !a.ExpiresAt.Equal(b.ExpiresAt):
+			return a.ExpiresAt.Compare(b.ExpiresAt)
+		}
+		return cmp.Compare(b.ID, a.ID)
+	})
 }
 
 // maxShadowCheck bounds the pairwise shadowing check: beyond this many
@@ -285,26 +414,20 @@ func byPrecedence(rules []store.Rule) map[int64]int64 {
 	return shadowed
 }
 
-// storeField maps the field a store error names ("input.sites: ...",
-// "inputs[2].expires_at: ...") to the request field ("sites", "rules[2].ttl").
-func storeField(msg string) string {
-	name, _, ok := strings.Cut(msg, ":")
-	if !ok || strings.ContainsAny(name, " \t") {
-		return ""
-	}
-	prefix := ""
-	if i := strings.Index(name, "]."); strings.HasPrefix(name, "inputs[") && i > 0 {
-		prefix, name = "rules"+name[len("inputs"):i+2], name[i+2:]
-	} else {
-		name = strings.TrimPrefix(name, "input.")
-	}
+// requestField names the request field of the store input a store error
+// is about: "sites", "ttl" (expires_at), "rules[2].text" (rule).
+func requestField(e *store.InputError) string {
+	name := e.Field
 	switch name {
 	case "expires_at":
 		name = "ttl"
 	case "rule":
 		name = "text"
 	}
-	return prefix + name
+	if e.Index >= 0 {
+		return fmt.Sprintf("rules[%d].%s", e.Index, name)
+	}
+	return name
 }
 
 // getRule handles GET /v1/rules/{id}.
@@ -328,6 +451,13 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	id, err := ruleID(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	cur, err := s.rules.Get(r.Context(), id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if cur.Origin != "" && cur.State == store.Active {
+		return 0, nil, &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
 	}
 	sr, err := s.rules.Withdraw(r.Context(), id, actor(r))
 	if err != nil {

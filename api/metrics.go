@@ -15,6 +15,7 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,6 +43,10 @@ type Metrics struct {
 	expiryLateness prometheus.Histogram
 	apiRequests    *prometheus.CounterVec
 	apiDuration    *prometheus.HistogramVec
+
+	// totals sums the passes since NewMetrics, for GET /v1/status.
+	totalsMu sync.Mutex
+	totals   Totals
 }
 
 // NewMetrics returns Metrics on a fresh registry that also carries the Go runtime
@@ -51,8 +56,9 @@ func NewMetrics(log hclog.Logger) *Metrics {
 		log = hclog.NewNullLogger()
 	}
 	m := &Metrics{
-		log: log,
-		reg: prometheus.NewRegistry(),
+		totals: Totals{Started: time.Now().UTC()},
+		log:    log,
+		reg:    prometheus.NewRegistry(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: "reconcile", Name: "passes_total",
 			Help: "Reconcile passes run, by result: ok, error (something failed; see the log), dry-run.",
@@ -133,8 +139,30 @@ func (m *Metrics) PassDone(p reconcile.PassResult) {
 		outcome = "skipped"
 	}
 	m.passes.WithLabelValues(outcome).Inc()
+	m.totalsMu.Lock()
+	t := &m.totals
+	t.Passes++
+	if outcome == "error" {
+		t.ErrorPasses++
+	}
+	if !p.DryRun {
+		t.Added += uint64(p.Added)
+		t.Updated += uint64(p.Updated)
+		t.Withdrawn += uint64(p.Withdrawn)
+		t.Finished += uint64(p.Finished)
+	}
+	t.Errors += uint64(p.Errors)
+	m.totalsMu.Unlock()
 	m.passDuration.Observe(p.Duration.Seconds())
 	m.lastPass.Set(float64(p.Started.UnixNano()) / 1e9)
+}
+
+// PassTotals sums the passes heard since NewMetrics (drift counters are
+// left zero: they are the reconciler's).
+func (m *Metrics) PassTotals() Totals {
+	m.totalsMu.Lock()
+	defer m.totalsMu.Unlock()
+	return m.totals
 }
 
 // Announced implements reconcile.Recorder.

@@ -98,3 +98,45 @@ func TestListInPrecedenceOrder(t *testing.T) {
 		t.Errorf("bad order: %d, want 400", code)
 	}
 }
+
+// rule list says its order, takes --order id|precedence|expires, and its
+// table and --json list the same rules in the same order.
+func TestListOrders(t *testing.T) {
+	ts := startServer(t)
+	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.0.0.0/8 then discard","ttl":"2h"}`)
+	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.1.0.0/16 then discard"}`)
+	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.1.2.0/24 then discard","ttl":"1h"}`)
+	for order, want := range map[string]string{
+		"precedence": "3,2,1", // most specific destination first
+		"id":         "3,2,1",
+		"expires":    "3,1,2", // 1h, 2h, never
+	} {
+		code, out, errOut := runCLI(t, ts.sock, "rule", "list", "--order", order)
+		if code != 0 || !strings.Contains(errOut, "3 rules ") || !strings.Contains(errOut, "--order precedence|id|expires") {
+			t.Fatalf("--order %s: exit %d, stderr %q", order, code, errOut)
+		}
+		var table []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+			table = append(table, strings.Fields(line)[0])
+		}
+		code, out, _ = runCLI(t, ts.sock, "rule", "list", "--json", "--order", order)
+		var list ruleList
+		if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil {
+			t.Fatalf("--json --order %s: exit %d, %v", order, code, err)
+		}
+		var js []string
+		for _, r := range list.Rules {
+			js = append(js, strconv.FormatInt(r.ID, 10))
+		}
+		if strings.Join(table, ",") != want || strings.Join(js, ",") != want || list.Order != order {
+			t.Errorf("--order %s: table %v, json %v (order %q); want %s", order, table, js, list.Order, want)
+		}
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "rule", "list", "--order", "age"); code != 2 || !strings.Contains(errOut, `"age"`) {
+		t.Errorf("--order age: exit %d, %q", code, errOut)
+	}
+	status, body := ts.do(t, "GET", "/v1/rules?order=age", "")
+	if e := wantError(t, status, body, 400, CodeInvalidBody); e.Field != "order" {
+		t.Errorf("?order=age: %+v", e)
+	}
+}

@@ -2,23 +2,23 @@ package api
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
 )
-
-const routeUsage = `  ribkeeper route add PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b]
-                     [--community AS:N,...] [--next-hop ADDR]
-  ribkeeper route list [--state S] [--json]
-  ribkeeper route withdraw ID
-`
 
 // route runs "route add|list|withdraw": RTBH routes are rules of the
 // ipv4-unicast/ipv6-unicast families ("route PREFIX then blackhole"), so
 // these commands build that text and use the rule routes of the API.
 func (c *cli) route(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("route: missing subcommand (add, list, withdraw)")
+		return usagef("route", "missing subcommand: add, list or withdraw")
+	}
+	if isHelp(args[0]) {
+		fmt.Fprint(c.stdout, groupUsage("route"))
+		return flag.ErrHelp
 	}
 	switch args[0] {
 	case "add":
@@ -26,29 +26,30 @@ func (c *cli) route(ctx context.Context, args []string) error {
 	case "list", "ls":
 		return c.routeList(ctx, args[1:])
 	case "withdraw", "rm", "delete":
-		return c.ruleWithdraw(ctx, args[1:])
+		return c.ruleWithdraw(ctx, "route withdraw", args[1:])
 	}
-	return usagef("route: unknown subcommand %q", args[0])
+	return usagef("route", "unknown subcommand %q: use add, list or withdraw", args[0])
 }
 
 func (c *cli) routeAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("route add")
-	blackhole := fs.Bool("blackhole", false, "BLACKHOLE 65535:666 + NO_EXPORT")
-	ttl := fs.String("ttl", "", "time to live, e.g. 30m")
-	reason := fs.String("reason", "", "why")
-	sites := fs.String("sites", "", "comma-separated sites")
-	comms := fs.String("community", "", "extra standard communities AS:N, comma-separated")
-	nh := fs.String("next-hop", "", "next hop (default: the site's [rtbh] next hop)")
-	pos, err := parse(fs, args)
+	blackhole := fs.Bool("blackhole", false, "tag the route BLACKHOLE (65535:666) and NO_EXPORT")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 30m, or never (default: never for a new route, unchanged on an update)")
+	reason := fs.String("reason", "", "why the route exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
+	sites := fs.String("sites", "", "comma-separated `SITES` the route targets (default: every site for a new route, unchanged on an update)")
+	comms := fs.String("community", "", "extra standard `COMMUNITIES` AS:N, comma-separated")
+	nh := fs.String("next-hop", "", "next hop `ADDR` (default: the site's [rtbh] next hop)")
+	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("route add: give exactly one prefix, e.g. 203.0.113.7/32")
+		return usagef("route add", "give exactly one prefix, e.g. 203.0.113.7/32")
 	}
 	if _, perr := netip.ParsePrefix(pos[0]); perr != nil {
 		if _, aerr := netip.ParseAddr(pos[0]); aerr != nil {
-			return usagef("route add: %q is not a prefix such as 203.0.113.7/32", pos[0])
+			return usagef("route add", "%q is not a prefix such as 203.0.113.7/32", pos[0])
 		}
 	}
 	var acts []string
@@ -61,31 +62,31 @@ func (c *cli) routeAdd(ctx context.Context, args []string) error {
 		}
 	}
 	if len(acts) == 0 {
-		return usagef("route add: give --blackhole (or --community)")
+		return usagef("route add", "give --blackhole (or --community)")
 	}
 	if *nh != "" {
 		acts = append(acts, "next-hop "+*nh)
 	}
 	text := "route " + pos[0] + " then " + strings.Join(acts, " ")
-	ruleArgs := []string{"--ttl", *ttl, "--reason", *reason, "--sites", *sites, "--", text}
-	if *ttl == "" {
-		ruleArgs = ruleArgs[2:]
+	req, err := addRequest(fs, "route add", text, *ttl, *reason, *sites)
+	if err != nil {
+		return err
 	}
-	return c.ruleAdd(ctx, ruleArgs)
+	return c.addRule(ctx, req)
 }
 
 func (c *cli) routeList(ctx context.Context, args []string) error {
 	fs := c.flagSet("route list")
 	asJSON := fs.Bool("json", false, "print JSON")
-	state := fs.String("state", "", "only routes in this state")
-	pos, err := parse(fs, args)
+	state := fs.String("state", "", "only routes in this `STATE`: active, withdrawing, withdrawn or expired")
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("route list: unexpected argument %q", pos[0])
+		return usagef("route list", "unexpected argument %q", pos[0])
 	}
-	rules, err := c.client.ListRules(ctx, *state)
+	rules, err := c.client.ListAllRules(ctx, *state, c.page())
 	if err != nil {
 		return err
 	}

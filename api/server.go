@@ -26,6 +26,8 @@ type Rules interface {
 	Get(ctx context.Context, id int64) (store.Rule, error)
 	// List returns rules newest first; every state when state is "".
 	List(ctx context.Context, state store.State) ([]store.Rule, error)
+	// ListPage returns one page of List's order after an id cursor.
+	ListPage(ctx context.Context, p store.Page) ([]store.Rule, error)
 	// Withdraw asks for an active rule to be withdrawn.
 	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
 	// UpsertMany upserts every input in one transaction, all or nothing,
@@ -37,6 +39,9 @@ type Rules interface {
 	// Counts counts the stored rules by family, state and this site's
 	// announce status without reading them all.
 	Counts(ctx context.Context) ([]store.Count, error)
+	// Sites returns the sites known to the store (each appliance
+	// registers its own at start), sorted.
+	Sites(ctx context.Context) ([]string, error)
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).

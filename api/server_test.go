@@ -175,8 +175,8 @@ func TestAddThenUpdateSameMatch(t *testing.T) {
 		t.Errorf("expires_at %v, want now+10m", first.ExpiresAt)
 	}
 
-	// Same match, new action and no ttl: the same rule, updated.
-	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`"}`)
+	// Same match, new action and ttl "never": the same rule, updated.
+	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`","ttl":"never"}`)
 	if status != http.StatusOK {
 		t.Fatalf("second add: %d %s, want 200", status, body)
 	}

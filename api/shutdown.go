@@ -95,12 +95,12 @@ func (c *cli) shutdownCmd(ctx context.Context, args []string) error {
 	fs := c.flagSet("shutdown")
 	withdraw := fs.Bool("withdraw", false, "withdraw every rule from every router before stopping")
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the daemon")
-	pos, err := parse(fs, args)
+	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("shutdown: unexpected argument %q", pos[0])
+		return usagef("shutdown", "unexpected argument %q", pos[0])
 	}
 	res, err := c.client.Shutdown(ctx, *withdraw, *timeout)
 	if err != nil {

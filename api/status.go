@@ -16,7 +16,37 @@ type Status struct {
 	Peers    []Peer      `json:"peers"`
 	Rules    *RuleCounts `json:"rules,omitempty"`
 	LastPass *Pass       `json:"last_pass,omitempty"` // absent before the first pass
-	Errors   []string    `json:"errors,omitempty"`
+	// Sites are the sites known to the store: the names --sites accepts.
+	Sites []string `json:"sites,omitempty"`
+	// SinceStart sums every pass since the daemon started, and the drift
+	// it repaired.
+	SinceStart *Totals  `json:"since_start,omitempty"`
+	Errors     []string `json:"errors,omitempty"`
+}
+
+// Totals counts what the reconciler did since the daemon started.
+type Totals struct {
+	Started time.Time `json:"started"`
+	// Passes counts passes; ErrorPasses those with result error.
+	Passes      uint64 `json:"passes"`
+	ErrorPasses uint64 `json:"error_passes"`
+	Added       uint64 `json:"added"`
+	Updated     uint64 `json:"updated"`
+	Withdrawn   uint64 `json:"withdrawn"`
+	Finished    uint64 `json:"finished"`
+	Errors      uint64 `json:"errors"`
+	// Drift repaired (see reconcile.DriftCounts).
+	Readded          uint64 `json:"readded"`
+	OrphansWithdrawn uint64 `json:"orphans_withdrawn"`
+	Replaced         uint64 `json:"replaced"`
+	SpeakerRestarts  uint64 `json:"speaker_restarts"`
+	PeerResets       uint64 `json:"peer_resets"`
+}
+
+// passTotals is what sums the passes (implemented by *Metrics, which
+// hears every pass as the reconciler's Recorder).
+type passTotals interface {
+	PassTotals() Totals
 }
 
 // RuleCounts counts the stored rules by state. Announced counts the active
@@ -40,13 +70,15 @@ type Pass struct {
 	Added     int    `json:"added"`
 	Updated   int    `json:"updated"`
 	Withdrawn int    `json:"withdrawn"`
-	Adopted   int    `json:"adopted"`
-	Finished  int    `json:"finished"`
-	Orphans   int    `json:"orphans"`
-	Pending   int    `json:"pending"`
-	Errors    int    `json:"errors"`
-	Capped    bool   `json:"capped"`
-	Err       string `json:"err,omitempty"`
+	// Adopted is a level, not a change of this pass: the rules in the
+	// RIB as wanted when the pass ended.
+	Adopted  int    `json:"adopted"`
+	Finished int    `json:"finished"`
+	Orphans  int    `json:"orphans"`
+	Pending  int    `json:"pending"`
+	Errors   int    `json:"errors"`
+	Capped   bool   `json:"capped"`
+	Err      string `json:"err,omitempty"`
 }
 
 func passFromReconcile(p reconcile.PassResult) *Pass {
@@ -95,8 +127,22 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 		}
 		out.Rules = c
 	}
+	if sites, err := s.rules.Sites(r.Context()); err != nil {
+		out.Errors = append(out.Errors, "sites: "+oneLine(err.Error()))
+	} else {
+		out.Sites = sites
+	}
 	if s.opts.passes != nil {
 		out.LastPass = passFromReconcile(s.opts.passes.LastPass())
+	}
+	if pt, ok := s.opts.observer.(passTotals); ok {
+		t := pt.PassTotals()
+		if d, ok := s.opts.passes.(scrapeDrift); ok {
+			dc := d.Drift()
+			t.Readded, t.OrphansWithdrawn, t.Replaced = dc.Readded, dc.OrphansWithdrawn, dc.Replaced
+			t.SpeakerRestarts, t.PeerResets = dc.SpeakerRestarts, dc.PeerResets
+		}
+		out.SinceStart = &t
 	}
 	return http.StatusOK, out, nil
 }

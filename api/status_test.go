@@ -118,3 +118,68 @@ func TestStatusCLI(t *testing.T) {
 		t.Errorf("status with an argument: exit %d, want 2", code)
 	}
 }
+
+// driftPasses is fakePasses with drift counters.
+type driftPasses struct {
+	fakePasses
+	drift reconcile.DriftCounts
+}
+
+func (d *driftPasses) Drift() reconcile.DriftCounts { return d.drift }
+
+// status keeps the last pass apart from the totals since start: the
+// rules in the RIB as wanted are a level, not a change of the pass, and
+// the changes of every pass add up under "Since start".
+func TestStatusLastPassAndSinceStart(t *testing.T) {
+	rules, rib := newFakeRules(), newFakeRIB()
+	passes := &driftPasses{drift: reconcile.DriftCounts{Readded: 4, OrphansWithdrawn: 2, SpeakerRestarts: 1}}
+	mx := NewMetrics(nil)
+	srv := New(nil, rules, rib, WithReconciler(passes), WithMetrics(nil, mx))
+	sock := filepath.Join(t.TempDir(), "rk.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ctx, sock) }()
+	t.Cleanup(func() { cancel(); <-errc })
+	waitListening(t, sock, errc)
+
+	now := time.Now()
+	for _, p := range []reconcile.PassResult{
+		{Started: now.Add(-2 * time.Second), Added: 5, Adopted: 0},
+		{Started: now.Add(-time.Second), Added: 2, Updated: 1, Adopted: 5, Errors: 1, Err: "boom"},
+		{Started: now, Finished: 3, Adopted: 7},
+	} {
+		mx.PassDone(p)
+		passes.mu.Lock()
+		passes.last = p
+		passes.mu.Unlock()
+	}
+	code, out, errOut := runCLI(t, sock, "status")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errOut)
+	}
+	last, since, ok := strings.Cut(out, "Since start")
+	if !ok {
+		t.Fatalf("no Since start block:\n%s", out)
+	}
+	for _, want := range []string{"added 0, updated 0, withdrawn 0, finished 3", "in the RIB as wanted:  7"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last pass lacks %q:\n%s", want, last)
+		}
+	}
+	if strings.Contains(last, "adopted") {
+		t.Errorf("adopted shown among the pass's changes:\n%s", last)
+	}
+	if !strings.Contains(last, "Sites: default") {
+		t.Errorf("status does not list the known sites:\n%s", last)
+	}
+	for _, want := range []string{"3 (1 with errors)", "added 7, updated 1, withdrawn 0, finished 3", "re-added 4", "orphans withdrawn 2", "speaker 1"} {
+		if !strings.Contains(since, want) {
+			t.Errorf("since start lacks %q:\n%s", want, since)
+		}
+	}
+	_, out, _ = runCLI(t, sock, "status", "--json")
+	var st Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.SinceStart == nil || st.SinceStart.Added != 7 || st.SinceStart.Readded != 4 || st.LastPass.Adopted != 7 {
+		t.Errorf("status --json: %v\n%s", err, out)
+	}
+}

@@ -76,7 +76,7 @@ func TestStoreUnavailableIs503(t *testing.T) {
 		t.Errorf("message %q should carry the store's hint", e.Message)
 	}
 	code, _, errOut := runCLI(t, ts.sock, "rule", "list")
-	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper: store: list rules: database unavailable") {
+	if code != 1 || !strings.HasPrefix(errOut, "ribkeeper rule list: store: list rules: database unavailable") {
 		t.Errorf("rule list: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -97,9 +97,9 @@ func TestWithSQLiteStore(t *testing.T) {
 	if status != 201 || first.Actor != "cli" || first.ExpiresAt == nil || time.Until(*first.ExpiresAt) < 59*time.Minute {
 		t.Fatalf("add: %d %s", status, body)
 	}
-	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`"}`)
-	if second := decode[Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil {
-		t.Fatalf("update: %d %s, want 200 with id %d and no expiry", status, body, first.ID)
+	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`","ttl":"never"}`)
+	if second := decode[Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil || second.Reason != "r1" {
+		t.Fatalf("update: %d %s, want 200 with id %d, no expiry and the reason kept", status, body, first.ID)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`","sites":["par1",""]}`)
 	if e := wantError(t, status, body, 400, CodeInvalidInput); e.Field != "sites" {
@@ -123,16 +123,18 @@ func TestWithSQLiteStore(t *testing.T) {
 	wantError(t, status, body, 404, CodeNotFound)
 }
 
-func TestStoreField(t *testing.T) {
-	for msg, want := range map[string]string{
-		"input.sites: empty site name: invalid input":        "sites",
-		"input.expires_at: ... is not in the future":         "ttl",
-		"inputs[2].rule: not a valid FlowSpec rule":          "rules[2].text",
-		"upsert rules: inputs[1] (match ...): something odd": "",
-		"no colon here": "",
+func TestRequestField(t *testing.T) {
+	for _, c := range []struct {
+		e    store.InputError
+		want string
+	}{
+		{store.InputError{Index: -1, Field: "sites"}, "sites"},
+		{store.InputError{Index: -1, Field: "expires_at"}, "ttl"},
+		{store.InputError{Index: 2, Field: "rule"}, "rules[2].text"},
+		{store.InputError{Index: 0, Field: "reason"}, "rules[0].reason"},
 	} {
-		if got := storeField(msg); got != want {
-			t.Errorf("storeField(%q) = %q, want %q", msg, got, want)
+		if got := requestField(&c.e); got != c.want {
+			t.Errorf("requestField(%+v) = %q, want %q", c.e, got, c.want)
 		}
 	}
 }

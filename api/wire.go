@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
@@ -8,17 +10,72 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// AddRuleRequest is the body of POST /v1/rules.
+// AddRuleRequest is the body of POST /v1/rules (and of each rule of
+// POST /v1/rules/batch).
+//
+// Storing a match that is already active updates that rule, and only the
+// fields present in the JSON change: without "ttl", "reason" or "sites"
+// the stored expiry, reason and sites stay. "reason": "" clears the
+// reason, "sites": [] targets every site, "ttl": "never" removes the
+// expiry. A new rule takes absent fields as: never expires, no reason,
+// every site.
 type AddRuleRequest struct {
 	Text   string   `json:"text"`             // "match ... then ..."
-	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m"; empty: never expires
-	Reason string   `json:"reason,omitempty"` // free text
+	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m", or "never"
+	Reason string   `json:"reason,omitempty"` // free text, at most MaxReasonBytes
 	Sites  []string `json:"sites,omitempty"`  // empty: every site
+	// AllowUnknownSites lets Sites name a site that no appliance has
+	// registered yet; without it such a rule is refused (400, field
+	// sites), since it would never be announced anywhere.
+	AllowUnknownSites bool `json:"allow_unknown_sites,omitempty"`
+	// Clear names fields sent even when empty, so that an update clears
+	// them: "reason" (no reason), "sites" (every site), "ttl" (never
+	// expires). The Go client's way to say what JSON says with "".
+	Clear []string `json:"-"`
+}
+
+// TTLNever is the ttl that removes a rule's expiry.
+const TTLNever = "never"
+
+// ruleRequest is AddRuleRequest as sent on the wire: a nil field was
+// absent (or null), which on an update keeps the stored value.
+type ruleRequest struct {
+	Text   string    `json:"text"`
+	TTL    *string   `json:"ttl,omitempty"`
+	Reason *string   `json:"reason,omitempty"`
+	Sites  *[]string `json:"sites,omitempty"`
+
+	AllowUnknownSites bool `json:"allow_unknown_sites,omitempty"`
+}
+
+// MarshalJSON sends the fields that are set or named in Clear.
+func (r AddRuleRequest) MarshalJSON() ([]byte, error) {
+	w := ruleRequest{Text: r.Text, AllowUnknownSites: r.AllowUnknownSites}
+	clear := func(f string) bool { return slices.Contains(r.Clear, f) }
+	if r.TTL != "" {
+		w.TTL = &r.TTL
+	} else if clear("ttl") {
+		never := TTLNever
+		w.TTL = &never
+	}
+	if r.Reason != "" || clear("reason") {
+		w.Reason = &r.Reason
+	}
+	if len(r.Sites) > 0 || clear("sites") {
+		sites := nonNil(r.Sites)
+		w.Sites = &sites
+	}
+	return json.Marshal(w)
 }
 
 // AddRulesRequest is the body of POST /v1/rules/batch.
 type AddRulesRequest struct {
 	Rules []AddRuleRequest `json:"rules"`
+}
+
+// rulesRequest is AddRulesRequest as decoded by the server.
+type rulesRequest struct {
+	Rules []ruleRequest `json:"rules"`
 }
 
 // Event is one entry of a rule's audit history.
@@ -47,6 +104,10 @@ type Rule struct {
 	Actor  string `json:"actor"`
 	// Sites lists the sites the rule targets; empty means every site.
 	Sites []string `json:"sites"`
+	// Origin is "config:SITE" for a static rule declared in that site's
+	// configuration ([[rule]]), which the API cannot change or withdraw;
+	// absent for rules added through the API.
+	Origin string `json:"origin,omitempty"`
 	// State is active, withdrawing (an operator withdrew it and the path is
 	// not gone yet), withdrawn or expired.
 	State     string     `json:"state"`
@@ -86,10 +147,26 @@ type Peer struct {
 	UptimeSeconds int64    `json:"uptime_seconds"`
 	Families      []string `json:"families"`
 	Sent          int      `json:"sent"`
+	// Since is when the session last changed state.
+	Since *time.Time `json:"since,omitempty"`
+	// LastError is why the session last went down (e.g.
+	// "notification-received cease/administrative shutdown"), at
+	// LastErrorAt; Flaps counts drops after established.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	Flaps       int        `json:"flaps"`
+	// Hint says what to check when the session never came up.
+	Hint string `json:"hint,omitempty"`
 }
 
 type ruleList struct {
+	// Order is the order of Rules in a list (GET /v1/rules): id,
+	// precedence or expires.
+	Order string `json:"order,omitempty"`
 	Rules []Rule `json:"rules"`
+	// Next, in a page (GET /v1/rules?limit=N), is the after= cursor of
+	// the next page; absent after the last one.
+	Next int64 `json:"next,omitempty"`
 }
 
 type eventList struct {
@@ -126,6 +203,7 @@ func ruleFromStore(r store.Rule) Rule {
 		Reason:    r.Reason,
 		Actor:     r.Actor,
 		Sites:     sites,
+		Origin:    r.Origin,
 		State:     state,
 		CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt,
@@ -153,14 +231,26 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 	if fams == nil {
 		fams = []string{}
 	}
-	return Peer{
+	out := Peer{
 		Address:       p.Address,
 		ASN:           p.ASN,
 		State:         p.State,
 		UptimeSeconds: int64(p.Uptime.Seconds()),
 		Families:      fams,
 		Sent:          p.Sent,
+		LastError:     p.LastError,
+		Flaps:         p.Flaps,
+		Hint:          p.Hint,
 	}
+	if !p.Since.IsZero() {
+		t := p.Since.UTC()
+		out.Since = &t
+	}
+	if !p.LastErrorAt.IsZero() {
+		t := p.LastErrorAt.UTC()
+		out.LastErrorAt = &t
+	}
+	return out
 }
 
 func eventFromStore(e store.Event) Event {

@@ -42,6 +42,9 @@ func (s *Server) withdrawMatch(w http.ResponseWriter, r *http.Request) (int, any
 		if sr.Rule.Match != rule.Match || sr.WithdrawRequested {
 			continue
 		}
+		if sr.Origin != "" {
+			return 0, nil, &store.DeclaredError{ID: sr.ID, Origin: sr.Origin}
+		}
 		wr, err := s.rules.Withdraw(r.Context(), sr.ID, actor(r))
 		if err != nil {
 			return 0, nil, err

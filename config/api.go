@@ -32,6 +32,8 @@ func (v *validator) apiListener(f *file, c *Config) {
 			v.add(key("name"), "missing: name the token; the name is the actor in the audit trail")
 		case !validName(t.Name):
 			v.add(key("name"), "%q is not a valid token name: use letters, digits, '-', '_' or '.'", t.Name)
+		case t.Name == "config" || t.Name == "guardrail" || t.Name == "reconciler" || t.Name == "cli":
+			v.add(key("name"), "%q is the actor of ribkeeper's own changes: choose another token name", t.Name)
 		default:
 			if j, dup := seen[t.Name]; dup {
 				v.add(key("name"), "token name %q is used twice (also token %d)", t.Name, j+1)

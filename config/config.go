@@ -33,6 +33,8 @@ type Config struct {
 	Store            Store
 	API              API
 	Reconcile        Reconcile
+	// Rules are the static rules ([[rule]]), in file order.
+	Rules []StaticRule
 }
 
 // Log selects log format and level.
@@ -114,6 +116,9 @@ type Store struct {
 	Driver string // sqlite or postgres
 	Path   string // sqlite database file
 	DSN    string // postgres connection string (or env RIBKEEPER_STORE_DSN)
+	// HistoryRetention is how long audit history, and withdrawn or expired
+	// rules, are kept (default 90 days); 0 keeps them forever.
+	HistoryRetention time.Duration
 }
 
 // API is the control surface.

@@ -54,7 +54,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.BGP.ListenPort != 179 || cfg.Store.Driver != "sqlite" || cfg.Site != DefaultSite ||
-		cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.Reconcile.MaxWithdrawPerPass != DefaultMaxWithdraw {
+		cfg.Log.Level != "info" || cfg.Log.Format != "text" || cfg.Reconcile.MaxWithdrawPerPass != DefaultMaxWithdraw ||
+		cfg.Store.HistoryRetention != 90*24*time.Hour {
 		t.Errorf("defaults: %+v", cfg)
 	}
 }
@@ -82,6 +83,8 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"negative orphan cap", minimal + "[reconcile]\nmax_withdraw_per_pass = -1\n", "reconcile.max_withdraw_per_pass", 6, "-1 is negative: use 0 for no cap"},
 		{"negative announce rate", minimal + "[reconcile]\nannounce_rate = -5\n", "reconcile.announce_rate", 6, "-5 is negative: use 0 for unpaced"},
 		{"negative compact_after", minimal + "compact_after = -1\n", "bgp.compact_after", 5, "-1 is negative: use 0 to never compact"},
+		{"bad retention", minimal + "[store]\nhistory_retention = \"90 days\"\n", "store.history_retention", 6, "90d"},
+		{"short retention", minimal + "[store]\nhistory_retention = \"5m\"\n", "store.history_retention", 6, "shorter than 1h"},
 		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
 		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
 	}
@@ -128,5 +131,57 @@ func TestMissingFile(t *testing.T) {
 	_, err := Load("/nonexistent/ribkeeper.toml")
 	if err == nil || !strings.Contains(err.Error(), "--config") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestHistoryRetention(t *testing.T) {
+	for text, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "720h": 720 * time.Hour, "0": 0} {
+		cfg, err := Parse("m.toml", []byte(minimal+"[store]\nhistory_retention = \""+text+"\"\n"))
+		if err != nil || cfg.Store.HistoryRetention != want {
+			t.Errorf("history_retention %q: %v, %v; want %v", text, cfg, err, want)
+		}
+	}
+}
+
+// [[rule]] entries: parsed, one per match, and refused when they break a
+// guardrail (require_ttl and max_ttl do not apply: they are permanent).
+func TestStaticRules(t *testing.T) {
+	good := minimal + `[guardrails]
+require_ttl = true
+safelist = ["192.0.2.0/24"]
+[[rule]]
+text = "match destination 203.0.113.7/32 protocol udp then discard"
+[[rule]]
+text = "match destination 198.51.100.0/24 then rate-limit 1000"
+sites = ["fra1"]
+reason = "infrastructure filter"
+`
+	cfg, err := Parse("s.toml", []byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Rules) != 2 || cfg.Rules[1].Reason != "infrastructure filter" || cfg.Rules[1].Sites[0] != "fra1" || !cfg.Rules[0].Rule.IsValid() {
+		t.Fatalf("rules %+v", cfg.Rules)
+	}
+	for name, c := range map[string]struct{ text, key, msg string }{
+		"safelist":  {"[guardrails]\nsafelist = [\"203.0.113.0/24\"]\n[[rule]]\ntext = \"match destination 203.0.113.7/32 then discard\"\n", "rule.0.text", "safelist"},
+		"syntax":    {"[[rule]]\ntext = \"match destinaton 203.0.113.7/32 then discard\"\n", "rule.0.text", "destinaton"},
+		"duplicate": {"[[rule]]\ntext = \"match destination 10.0.0.1/32 then discard\"\n[[rule]]\ntext = \"match destination 10.0.0.1/32 then rate-limit 5\"\n", "rule.1.text", "twice"},
+		"no text":   {"[[rule]]\nsites = [\"a\"]\n", "rule.0.text", "missing"},
+		"bad site":  {"[[rule]]\ntext = \"match destination 10.0.0.1/32 then discard\"\nsites = [\" a\"]\n", "rule.0.sites", "site name"},
+	} {
+		_, err := Parse("s.toml", []byte(minimal+c.text))
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Errorf("%s: err = %v", name, err)
+			continue
+		}
+		found := false
+		for _, e := range es {
+			found = found || e.Key == c.key && strings.Contains(e.Error(), c.msg)
+		}
+		if !found {
+			t.Errorf("%s: no error for %s with %q in %v", name, c.key, c.msg, err)
+		}
 	}
 }

@@ -14,12 +14,25 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
+// parseDays parses a Go duration, or a whole number of days "90d".
+func parseDays(s string) (time.Duration, bool) {
+	s = strings.TrimSpace(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseUint(n, 10, 16)
+		return time.Duration(days) * 24 * time.Hour, err == nil
+	}
+	d, err := time.ParseDuration(s)
+	return d, err == nil && d >= 0
+}
+
 // Defaults applied where the file is silent.
 const (
-	DefaultSite           = "default"
-	DefaultListenPort     = 179
-	DefaultResyncInterval = 5 * time.Minute
-	DefaultMaxWithdraw    = 10000
+	// DefaultHistoryRetention keeps 90 days of audit history.
+	DefaultHistoryRetention = 90 * 24 * time.Hour
+	DefaultSite             = "default"
+	DefaultListenPort       = 179
+	DefaultResyncInterval   = 5 * time.Minute
+	DefaultMaxWithdraw      = 10000
 )
 
 // file mirrors the TOML layout. Values stay in their textual form here and
@@ -72,10 +85,12 @@ type file struct {
 			IPv6Unicast  []int64 `toml:"ipv6_unicast"`
 		} `toml:"prefix_lengths"`
 	} `toml:"guardrails"`
+	Rules []staticRuleFile `toml:"rule"`
 	Store struct {
-		Driver string `toml:"driver"`
-		Path   string `toml:"path"`
-		DSN    string `toml:"dsn"`
+		Driver           string `toml:"driver"`
+		Path             string `toml:"path"`
+		DSN              string `toml:"dsn"`
+		HistoryRetention string `toml:"history_retention"`
 	} `toml:"store"`
 	API struct {
 		Socket  string `toml:"socket"`
@@ -257,6 +272,7 @@ func (v *validator) build(f *file) *Config {
 	v.dynamic(f, c)
 	v.rtbh(f, c)
 	v.guardrails(f, c)
+	v.staticRules(f.Rules, c)
 
 	// [store]
 	c.Store.Driver = strings.ToLower(orDefault(f.Store.Driver, "sqlite"))
@@ -279,6 +295,19 @@ func (v *validator) build(f *file) *Config {
 		}
 	default:
 		v.add("store.driver", "%q is not a store driver: use \"sqlite\" or \"postgres\"", f.Store.Driver)
+	}
+
+	c.Store.HistoryRetention = DefaultHistoryRetention
+	if r := f.Store.HistoryRetention; r != "" {
+		d, ok := parseDays(r)
+		switch {
+		case !ok:
+			v.add("store.history_retention", "%q is not a duration such as \"90d\" or \"720h\" (or \"0\": keep forever)", r)
+		case d != 0 && d < time.Hour:
+			v.add("store.history_retention", "%q is shorter than 1h: keep at least an hour of history, or \"0\" to keep it forever", r)
+		default:
+			c.Store.HistoryRetention = d
+		}
 	}
 
 	// [api]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,12 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("EveryActionRoundTrips", func(t *testing.T) { testActionsRoundTrip(t, fresh) })
 	t.Run("CountsMatchList", func(t *testing.T) { testCounts(t, fresh) })
 	t.Run("RevisionsMissNothingUnderConcurrentWrites", func(t *testing.T) { testRevisionsConcurrent(t, fresh) })
+	t.Run("IDsOnlyForNewRules", func(t *testing.T) { testDenseIDs(t, fresh) })
+	t.Run("UpdateKeepsWhatWasNotGiven", func(t *testing.T) { testKeep(t, fresh) })
+	t.Run("UnknownSitesRefused", func(t *testing.T) { testKnownSites(t, fresh) })
+	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
+	t.Run("StaticRulesChangeOnlyFromTheirOrigin", func(t *testing.T) { testOrigin(t, fresh) })
+	t.Run("SitesMigrationKeepsReportingSites", func(t *testing.T) { testSitesMigration(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -144,6 +151,11 @@ func testInvalid(t *testing.T, fresh freshFunc) {
 		"past expiry": {Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(-time.Second)},
 		"empty site":  {Rule: rule(t, 1, "discard"), Sites: []string{"a", ""}},
 		"spaced site": {Rule: rule(t, 1, "discard"), Sites: []string{" a"}},
+		"ESC reason":  {Rule: rule(t, 1, "discard"), Reason: "\x1b[2J"},
+		"NUL reason":  {Rule: rule(t, 1, "discard"), Reason: "a\x00"},
+		"bidi reason": {Rule: rule(t, 1, "discard"), Reason: "a\u202eb"},
+		"long reason": {Rule: rule(t, 1, "discard"), Reason: strings.Repeat("x", MaxReasonBytes+1)},
+		"bad actor":   {Rule: rule(t, 1, "discard"), Actor: "a\nb"},
 	}
 	for name, in := range cases {
 		if _, _, err := s.Upsert(ctx, in); !errors.Is(err, ErrInvalidInput) {
@@ -477,7 +489,7 @@ func testMigrations(t *testing.T, fresh freshFunc) {
 	}
 }
 
-// Migration 2 gives rules stored with the old true/false bits (and the old
+// Migration 4 gives rules stored with the old true/false bits (and the old
 // flow label widths) the NLRI their text says; a store already at the
 // latest version is left alone.
 func testReencode(t *testing.T, fresh freshFunc) {
@@ -517,11 +529,11 @@ func testReencode(t *testing.T, fresh freshFunc) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.exec(ctx, `DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
+	if _, err := w.exec(ctx, `DELETE FROM schema_migrations WHERE version >= 4`); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = open(t, cfg, "a") // runs migration 2 again
+	s = open(t, cfg, "a") // runs migration 4 again
 	for _, c := range []struct {
 		id   int64
 		want flowspec.Rule
@@ -785,5 +797,287 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	}
 	if h, _ := s.History(ctx, rs[0].ID); countKind(h, EventExpired) != 1 {
 		t.Fatalf("second FinishMany recorded again: %+v", h)
+	}
+}
+
+// Updates never consume an id: single upserts, batches with updates and
+// repeats, and concurrent upserts of one Match leave the ids of new rules
+// consecutive.
+func testDenseIDs(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	var want []int64
+	add := func(i int, action string) {
+		t.Helper()
+		r, created, err := a.Upsert(ctx, Input{Rule: rule(t, i, action), Reason: action})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created {
+			want = append(want, r.ID)
+		}
+	}
+	add(1, "discard")
+	add(1, "rate-limit 1000")
+	add(1, "rate-limit 1000") // identical
+	add(2, "discard")
+	add(2, "rate-limit 2000")
+	rs, err := a.UpsertMany(ctx, []Input{
+		{Rule: rule(t, 1, "discard")}, {Rule: rule(t, 3, "discard")}, {Rule: rule(t, 3, "rate-limit 5")},
+		{Rule: rule(t, 4, "discard")}, {Rule: rule(t, 2, "discard")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, rs[1].ID, rs[3].ID)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Go(func() {
+			if _, _, err := st.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: string(rune('a' + i))}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	add(5, "discard")
+	for i, id := range want {
+		if id != want[0]+int64(i) {
+			t.Fatalf("ids of new rules %v, want consecutive", want)
+		}
+	}
+	if all, _ := a.List(ctx, ""); len(all) != 5 {
+		t.Fatalf("%d rules stored, want 5", len(all))
+	}
+}
+
+// An update with Keep leaves those fields as stored; a new rule takes them
+// from the input as given.
+func testKeep(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	all := KeepReason | KeepExpiry | KeepSites
+	r, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "DNS amplification", ExpiresAt: exp,
+		Sites: []string{"a"}, Actor: "cli", Keep: all})
+	if err != nil || !created || r.Reason != "DNS amplification" || !r.ExpiresAt.Equal(exp) || len(r.Sites) != 1 {
+		t.Fatalf("create with Keep: %+v created=%v %v", r, created, err)
+	}
+	r2, created, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), Actor: "cli", Keep: all})
+	if err != nil || created || r2.ID != r.ID || r2.Reason != "DNS amplification" || !r2.ExpiresAt.Equal(exp) ||
+		len(r2.Sites) != 1 || r2.Rule != rule(t, 1, "rate-limit 125000") {
+		t.Fatalf("update keeping all: %+v created=%v %v", r2, created, err)
+	}
+	if g, _ := s.Get(ctx, r.ID); !equalRule(g, r2) {
+		t.Fatalf("stored %+v, returned %+v", g, r2)
+	}
+	// Given explicitly, even empty: replaced.
+	r3, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 125000"), Actor: "cli", Keep: KeepExpiry | KeepSites})
+	if err != nil || r3.Reason != "" || !r3.ExpiresAt.Equal(exp) {
+		t.Fatalf("clearing the reason: %+v %v", r3, err)
+	}
+	h, _ := s.History(ctx, r.ID)
+	if last := h[len(h)-1]; last.Old["reason"] != "DNS amplification" || last.New["reason"] != "" {
+		t.Fatalf("history of the cleared reason: %+v", last)
+	}
+}
+
+// Each instance registers its site at Open; a rule naming a site nobody
+// registered is refused with the known ones, unless it allows that.
+func testKnownSites(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a := open(t, cfg, "fra1")
+	open(t, cfg, "ams1")
+	open(t, cfg, "ams1") // a restart registers nothing new
+	if got, err := a.Sites(ctx); err != nil || strings.Join(got, ",") != "ams1,fra1" {
+		t.Fatalf("Sites = %v, %v", got, err)
+	}
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Sites: []string{"ams1", "fra1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ie *InputError
+	_, _, err = a.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"fra2"}})
+	if !errors.As(err, &ie) || ie.Field != "sites" || !strings.Contains(ie.Msg, `"fra2"`) || !strings.Contains(ie.Msg, "ams1, fra1") {
+		t.Fatalf("unknown site: %v", err)
+	}
+	_, err = a.UpsertMany(ctx, []Input{{Rule: rule(t, 3, "discard")}, {Rule: rule(t, 2, "discard"), Sites: []string{"fra1", "lon1"}}})
+	if !errors.As(err, &ie) || ie.Field != "sites" || ie.Index != 1 {
+		t.Fatalf("unknown site in a batch: %v", err)
+	}
+	if all, _ := a.List(ctx, ""); len(all) != 1 {
+		t.Fatalf("refused inputs stored %d rules", len(all)-1)
+	}
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"lon1"}, AllowUnknownSites: true}); err != nil {
+		t.Fatalf("allowed unknown site: %v", err)
+	}
+	// An update that keeps the stored sites is not checked again.
+	if _, _, err := a.Upsert(ctx, Input{Rule: rule(t, 2, "rate-limit 10"), Keep: KeepSites}); err != nil {
+		t.Fatalf("update keeping an unknown site: %v", err)
+	}
+	if got, _ := a.Get(ctx, r.ID); len(got.Sites) != 2 {
+		t.Fatalf("sites %v", got.Sites)
+	}
+}
+
+// History older than the cut disappears, in small batches; withdrawn and
+// expired rules last changed before it go with their status; active rules
+// stay; newer history stays; the revision never goes back. The cut is an
+// explicit time: no test waits for real time to pass.
+func testPurge(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	old, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "old"})
+	s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 10"), Reason: "old too"})
+	gone, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard")})
+	s.Withdraw(ctx, gone.ID, "cli")
+	if err := s.Finish(ctx, gone.ID, Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetStatus(ctx, []int64{gone.ID}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	var many []Input
+	for i := range 30 {
+		many = append(many, Input{Rule: rule(t, 100+i, "discard")})
+	}
+	rs, err := s.UpsertMany(ctx, many)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cut: just after everything written so far.
+	h, _ := s.History(ctx, rs[29].ID)
+	cut := h[len(h)-1].At.Add(time.Microsecond)
+	for !dbTimeNow().After(cut) {
+		// microseconds: the next write must be stamped after the cut
+	}
+	recent, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Reason: "recent"})
+	s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Reason: "renewed after the cut"})
+	rev, _ := s.Revision(ctx)
+
+	if p, err := s.PurgeHistory(ctx, cut.Add(-time.Hour), 7); err != nil || p != (Purged{}) {
+		t.Fatalf("purge before everything: %+v, %v", p, err)
+	}
+	p, err := s.PurgeHistory(ctx, cut, 7) // batches of 7: several rounds
+	if err != nil {
+		t.Fatal(err)
+	}
+	// created+updated of 1, created+withdraw-requested+withdrawn+status of
+	// 2, created of 100..129.
+	if p.Rules != 1 || p.Events != 2+4+30 {
+		t.Fatalf("purged %+v, want 1 rule and 36 events", p)
+	}
+	if _, err := s.Get(ctx, gone.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the finished rule is still there: %v", err)
+	}
+	if h, _ := s.History(ctx, old.ID); len(h) != 1 || h[0].New["reason"] != "renewed after the cut" {
+		t.Fatalf("history of the active rule: %+v, want only the entry after the cut", h)
+	}
+	if h, _ := s.History(ctx, recent.ID); len(h) != 1 {
+		t.Fatalf("recent history purged: %+v", h)
+	}
+	if act, _ := s.ActiveRules(ctx); len(act) != 32 {
+		t.Fatalf("%d active rules after the purge, want 32", len(act))
+	}
+	if r2, _ := s.Revision(ctx); r2 != rev {
+		t.Fatalf("revision %d -> %d", rev, r2)
+	}
+	// Everything is old: all history goes but the newest entry.
+	p, err = s.PurgeHistory(ctx, time.Now().Add(time.Hour), 0)
+	if err != nil || p.Events != 1 {
+		t.Fatalf("purge all: %+v, %v", p, err)
+	}
+	if r2, _ := s.Revision(ctx); r2 != rev {
+		t.Fatalf("revision %d -> %d after purging all", rev, r2)
+	}
+}
+
+// A rule with an Origin (a static rule of a site's configuration) changes
+// only through inputs of that origin; it may take over an API rule.
+func testOrigin(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "config", Origin: "config:a"})
+	if err != nil || r.Origin != "config:a" {
+		t.Fatalf("static rule: %+v, %v", r, err)
+	}
+	if g, _ := s.Get(ctx, r.ID); g.Origin != "config:a" {
+		t.Fatalf("stored origin %q", g.Origin)
+	}
+	var de *DeclaredError
+	_, _, err = s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 5"), Actor: "cli"})
+	if !errors.As(err, &de) || !errors.Is(err, ErrDeclared) || de.ID != r.ID || !strings.Contains(err.Error(), "configuration of site a") {
+		t.Fatalf("API update of a static rule: %v", err)
+	}
+	_, err = s.UpsertMany(ctx, []Input{{Rule: rule(t, 2, "discard")}, {Rule: rule(t, 1, "rate-limit 5")}})
+	if !errors.Is(err, ErrDeclared) {
+		t.Fatalf("batch update of a static rule: %v", err)
+	}
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 5"), Actor: "config", Origin: "config:a"}); err != nil {
+		t.Fatalf("update from its origin: %v", err)
+	}
+	api, _, _ := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "cli"})
+	took, created, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "config", Origin: "config:a"})
+	if err != nil || created || took.ID != api.ID || took.Origin != "config:a" {
+		t.Fatalf("static rule taking over an API rule: %+v %v", took, err)
+	}
+}
+
+// A database from before sites were registered (schema version 1) gets
+// every site that reported announce status as known, so upgrading does
+// not refuse the sites in use.
+func testSitesMigration(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	var eng engine
+	var err error
+	if cfg.Driver == "postgres" {
+		eng, err = openPostgres(ctx, cfg.DSN)
+	} else {
+		eng, err = openSQLite(ctx, cfg.Path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(eng.migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := eng.begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := eng.timeArg(dbTimeNow())
+	r := rule(t, 1, "discard")
+	for _, step := range []struct {
+		q    string
+		args []any
+	}{
+		{`CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`, nil},
+		{ms[0].sql, nil},
+		{`INSERT INTO schema_migrations (version, name, applied_at) VALUES (1, 'x', 'x')`, nil},
+		{`INSERT INTO rules (family, nlri, communities, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			[]any{int64(r.Match.Family()), r.Match.AppendTo(nil), storedAction(r.Action), r.String(), now, now}},
+		{`INSERT INTO rule_status (rule_id, site, announced, updated_at) VALUES (1, 'old1', TRUE, ?), (1, 'old2', FALSE, ?)`, []any{now, now}},
+	} {
+		if _, err := tx.exec(ctx, step.q, step.args...); err != nil {
+			t.Fatalf("%s: %v", step.q, err)
+		}
+	}
+	if err := tx.commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng.close()
+	s := open(t, cfg, "new")
+	if got, err := s.Sites(ctx); err != nil || strings.Join(got, ",") != "new,old1,old2" {
+		t.Fatalf("sites after the migration: %v, %v", got, err)
+	}
+	if g, err := s.Get(ctx, 1); err != nil || g.Origin != "" || g.Rule != r {
+		t.Fatalf("old rule after the migrations: %+v, %v", g, err)
 	}
 }

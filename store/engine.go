@@ -23,6 +23,14 @@ type engine interface {
 	// siteFilter is a condition on rules r that is true when r targets the
 	// site given as its one "?" argument.
 	siteFilter() string
+	// insertRule is insertRuleSQL as this engine runs it without taking
+	// an id for a Match that is already active.
+	insertRule() string
+	// lookupFirst reports whether writers look a Match up before
+	// inserting it (SQLite: one writer holds the lock, the lookup is in
+	// process); otherwise the insert comes first and inserts nothing for
+	// an active Match.
+	lookupFirst() bool
 	// lockMigrations serializes concurrent migrations in t.
 	lockMigrations(ctx context.Context, t tx) error
 	// lockHistory is taken in t right before history entries are inserted
@@ -47,8 +55,9 @@ type querier interface {
 
 type tx interface {
 	querier
-	// insertID runs an INSERT ... ON CONFLICT DO NOTHING into a table with
-	// an id column and returns the new id, or inserted=false on conflict.
+	// insertID runs an INSERT into a table with an id column that may
+	// insert nothing (ON CONFLICT DO NOTHING, a WHERE) and returns the new
+	// id, or inserted=false when it inserted no row.
 	insertID(ctx context.Context, q string, args ...any) (id int64, inserted bool, err error)
 	// insertIDs runs insertID once per argument list (PostgreSQL: pipelined).
 	insertIDs(ctx context.Context, q string, args [][]any) (ids []int64, inserted []bool, err error)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrNotFound is returned for an unknown rule id.
@@ -32,7 +33,53 @@ func (e *unavailableError) Error() string {
 
 func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
-// invalid returns an ErrInvalidInput error naming field.
-func invalid(field, format string, args ...any) error {
-	return fmt.Errorf("store: %s: %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidInput)
+// InputError is an input the store refused; nothing stored changed. It
+// matches ErrInvalidInput. Callers map Field to their own names with
+// errors.As instead of parsing the message.
+type InputError struct {
+	// Index is the input's position in an UpsertMany batch, -1 otherwise.
+	Index int
+	// Field is the Input field at fault: "rule", "reason", "actor",
+	// "sites", "expires_at"; or a setting or argument: "state", "site",
+	// "driver", "dsn", "path".
+	Field string
+	// Msg says what is wrong and what to do; it does not repeat Field.
+	Msg string
 }
+
+func (e *InputError) Error() string {
+	if e.Index >= 0 {
+		return fmt.Sprintf("store: inputs[%d].%s: %s: %v", e.Index, e.Field, e.Msg, ErrInvalidInput)
+	}
+	return fmt.Sprintf("store: %s: %s: %v", e.Field, e.Msg, ErrInvalidInput)
+}
+
+// Is makes an InputError match ErrInvalidInput.
+func (e *InputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// invalid returns an InputError naming field.
+func invalid(field, format string, args ...any) error {
+	return &InputError{Index: -1, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrDeclared classifies a refused change to a static rule: its Origin
+// (a site's configuration) is the only place that may change it. The API
+// answers 409.
+var ErrDeclared = errors.New("rule declared in a configuration")
+
+// DeclaredError is a change refused because rule ID is declared by Origin.
+type DeclaredError struct {
+	ID     int64
+	Origin string
+}
+
+func (e *DeclaredError) Error() string {
+	where := e.Origin
+	if site, ok := strings.CutPrefix(e.Origin, "config:"); ok {
+		where = fmt.Sprintf("the configuration of site %s ([[rule]])", site)
+	}
+	return fmt.Sprintf("rule %d comes from %s: change or remove it there and reload (SIGHUP)", e.ID, where)
+}
+
+// Is makes a DeclaredError match ErrDeclared.
+func (e *DeclaredError) Is(target error) bool { return target == ErrDeclared }

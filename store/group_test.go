@@ -14,7 +14,7 @@ import (
 func upsertReq(t *testing.T, s *Store, i int, fail error) (*writeReq, *Rule) {
 	t.Helper()
 	now := dbTimeNow()
-	e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "test"}, "input", now)
+	e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "test"}, -1, now)
 	if err != nil {
 		t.Fatal(err)
 	}

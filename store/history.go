@@ -155,13 +155,17 @@ func ruleFields(r Rule) map[string]string {
 	if !r.ExpiresAt.IsZero() {
 		exp = r.ExpiresAt.UTC().Format(time.RFC3339Nano)
 	}
-	return map[string]string{
+	m := map[string]string{
 		"text":               r.Text,
 		"reason":             r.Reason,
 		"expires_at":         exp,
 		"sites":              encodeSites(r.Sites),
 		"withdraw_requested": strconv.FormatBool(r.WithdrawRequested),
 	}
+	if r.Origin != "" {
+		m["origin"] = r.Origin
+	}
+	return m
 }
 
 // diffFields returns the entries of a and b whose values differ.

@@ -30,7 +30,7 @@ type migration struct {
 // codeMigrations are the Go migrations, numbered in the same sequence as
 // each engine's SQL files.
 var codeMigrations = []migration{
-	{version: 2, name: "0002_reencode_flowspec (Go)", code: reencodeFlowSpec},
+	{version: 4, name: "0004_reencode_flowspec (Go)", code: reencodeFlowSpec},
 }
 
 func loadMigrations(dir string) ([]migration, error) {

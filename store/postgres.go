@@ -117,6 +117,20 @@ func (e *pgEngine) lockHistory(ctx context.Context, t tx) error {
 	return err
 }
 
+// insertRule filters the row out before the identity default is
+// evaluated when the Match is active, so an update takes no id (an
+// INSERT ... VALUES ... ON CONFLICT DO NOTHING draws it first: every
+// update through rule add burned one). ON CONFLICT stays for two
+// instances inserting the same new Match at once.
+func (e *pgEngine) insertRule() string { return pgInsertRuleSQL }
+func (e *pgEngine) lookupFirst() bool  { return false }
+
+const pgInsertRuleSQL = `INSERT INTO rules
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'active', FALSE
+	WHERE NOT EXISTS (SELECT 1 FROM rules WHERE family = $1 AND nlri = $2 AND state = 'active')
+	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
+
 func (e *pgEngine) lockMigrations(ctx context.Context, t tx) error {
 	_, err := t.exec(ctx, "SELECT pg_advisory_xact_lock(?)", migrationLockKey)
 	return err

@@ -76,3 +76,48 @@ func (s *Store) listWith(ctx context.Context, op string, scan func(row) (Rule, e
 	}
 	return out, nil
 }
+
+// Page selects one page of List's order (newest first) for ListPage.
+type Page struct {
+	// State filters by state ("" for all). WithdrawRequested, if set,
+	// also filters by that flag (active rules: withdrawing or not).
+	State             State
+	WithdrawRequested *bool
+	// After is the id of the last rule of the previous page (0 for the
+	// first): the page holds the rules with smaller ids.
+	After int64
+	// Limit bounds the page (1 to MaxPage).
+	Limit int
+}
+
+// MaxPage is the largest page ListPage returns.
+const MaxPage = 10000
+
+// ListPage returns up to p.Limit rules with this site's status, newest
+// first, after p.After. Walking pages with After set to the last id of
+// each returns every rule that existed when the walk started exactly
+// once, whatever is written meanwhile: new rules have larger ids than
+// the first page's (they are not in the walk), and updates keep ids.
+func (s *Store) ListPage(ctx context.Context, p Page) ([]Rule, error) {
+	if p.Limit < 1 || p.Limit > MaxPage {
+		return nil, invalid("limit", "%d is not between 1 and %d", p.Limit, MaxPage)
+	}
+	q := "SELECT " + ruleCols + ruleFrom + " WHERE TRUE"
+	args := []any{s.site}
+	if p.State != "" {
+		if !p.State.valid() {
+			return nil, invalid("state", "unknown state %q: use %q, %q or %q", p.State, Active, Withdrawn, Expired)
+		}
+		q += " AND r.state = ?"
+		args = append(args, string(p.State))
+	}
+	if p.WithdrawRequested != nil {
+		q += " AND r.withdraw_requested = ?"
+		args = append(args, *p.WithdrawRequested)
+	}
+	if p.After > 0 {
+		q += " AND r.id < ?"
+		args = append(args, p.After)
+	}
+	return s.list(ctx, "list rules", q+" ORDER BY r.id DESC LIMIT ?", append(args, p.Limit)...)
+}

@@ -11,7 +11,7 @@ import (
 )
 
 // reencodeFlowSpec re-encodes every stored rule from its text (migration
-// 2). Before it, ribkeeper wrote the numeric operators true and false with
+// 4). Before it, ribkeeper wrote the numeric operators true and false with
 // their bits swapped against RFC 8955 Table 1 (true as lt|gt|eq = 000) and
 // IPv6 flow labels in 1 or 2 octets; the stored text always said what the
 // operator meant. Rows whose text gives other NLRI bytes get those bytes,

@@ -36,7 +36,7 @@ func testChangedSince(t *testing.T, fresh freshFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Sites: []string{"b"}, Actor: "t"})
+	other, _, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Sites: []string{"b"}, AllowUnknownSites: true, Actor: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -19,7 +20,7 @@ import (
 // takes the site as its first argument.
 const ruleCols = `r.id, r.family, r.nlri, r.communities, r.text, r.reason, r.actor, r.sites,
 	r.created_at, r.updated_at, r.expires_at, r.state, r.withdraw_requested,
-	COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')`
+	COALESCE(s.announced, FALSE), COALESCE(s.last_error, ''), r.origin`
 
 const ruleFrom = ` FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?`
 
@@ -59,7 +60,7 @@ func scanRule(rw row) (Rule, error) {
 		state                     string
 	)
 	err := rw.Scan(&r.ID, &fam, &nlri, &comms, &r.Text, &r.Reason, &r.Actor, &sites,
-		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError)
+		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError, &r.Origin)
 	if err != nil {
 		return Rule{}, err
 	}
@@ -96,18 +97,27 @@ type encoded struct {
 	expires time.Time
 }
 
-// encode validates in; field names it in errors ("input", "inputs[3]").
-func encode(in Input, field string, now time.Time) (encoded, error) {
+// encode validates in; index is its position in a batch (-1: none).
+func encode(in Input, index int, now time.Time) (encoded, error) {
+	bad := func(field, format string, args ...any) error {
+		return &InputError{Index: index, Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
 	if !in.Rule.IsValid() {
-		return encoded{}, invalid(field+".rule", "not a valid FlowSpec rule or route: build it with flowspec.Parse")
+		return encoded{}, bad("rule", "not a valid FlowSpec rule or route: build it with flowspec.Parse")
 	}
 	sites, err := normSites(in.Sites)
 	if err != nil {
-		return encoded{}, invalid(field+".sites", "%v", err)
+		return encoded{}, bad("sites", "%v", err)
+	}
+	if err := CheckText(in.Reason, MaxReasonBytes); err != nil {
+		return encoded{}, bad("reason", "%v", err)
+	}
+	if err := CheckText(in.Actor, MaxActorBytes); err != nil {
+		return encoded{}, bad("actor", "%v", err)
 	}
 	exp := normTime(in.ExpiresAt)
 	if !exp.IsZero() && !exp.After(now) {
-		return encoded{}, invalid(field+".expires_at", "%s is not in the future: give a positive TTL, or none for a rule that never expires", exp.Format(time.RFC3339))
+		return encoded{}, bad("expires_at", "%s is not in the future: give a positive TTL, or none for a rule that never expires", exp.Format(time.RFC3339))
 	}
 	return encoded{
 		in:      in,
@@ -119,6 +129,38 @@ func encode(in Input, field string, now time.Time) (encoded, error) {
 		sitesJS: encodeSites(sites),
 		expires: exp,
 	}, nil
+}
+
+// Limits of the free text a rule carries. A reason says why in a line or
+// two (a ticket, a detector's attack summary); 512 bytes leave room for a
+// guardrail's note appended to it. Actors are token names, "cli",
+// "config"...
+const (
+	MaxReasonBytes = 512
+	MaxActorBytes  = 128
+)
+
+// CheckText checks free text that is stored and shown back to operators:
+// at most max bytes of valid UTF-8 with only printable characters (no
+// control characters such as NUL, ESC or newlines, no bidirectional
+// overrides such as U+202E, no other invisible format characters), so
+// that printing it can neither move a terminal's cursor nor reorder what
+// an operator reads.
+func CheckText(s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%d bytes, longer than the %d allowed: shorten it", len(s), max)
+	}
+	for i, c := range s {
+		if c == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n <= 1 {
+				return fmt.Errorf("not valid UTF-8 at byte %d: send UTF-8 text", i)
+			}
+		}
+		if !unicode.IsPrint(c) {
+			return fmt.Errorf("has the non-printable character %U at byte %d: use printable text on one line", c, i)
+		}
+	}
+	return nil
 }
 
 // storedAction is the communities column: the extended communities of a

@@ -103,6 +103,15 @@ func (e *sqliteEngine) siteFilter() string {
 	return `(r.sites = '[]' OR EXISTS (SELECT 1 FROM json_each(r.sites) j WHERE j.value = ?))`
 }
 
+// insertRule: an insert that conflicts takes an AUTOINCREMENT id too,
+// but the writer looked the Match up first (lookupFirst) under the write
+// lock, so it conflicts only for a Match inserted earlier in the same
+// batch, which UpsertMany does not insert twice. (INSERT ... SELECT ...
+// WHERE NOT EXISTS, as on PostgreSQL, builds an ephemeral table per row
+// here: UpsertMany fell from 50,000 to 10,000 rules/s.)
+func (e *sqliteEngine) insertRule() string { return insertRuleSQL }
+func (e *sqliteEngine) lookupFirst() bool  { return true }
+
 func (e *sqliteEngine) lockMigrations(context.Context, tx) error { return nil } // BEGIN IMMEDIATE
 func (e *sqliteEngine) lockHistory(context.Context, tx) error    { return nil } // one writer at a time
 

@@ -9,8 +9,9 @@
 //
 // A rule's identity is its Match (family + canonical NLRI bytes): at most
 // one active row exists per Match, and storing the same Match again updates
-// that row in place. Rows are never deleted; withdrawn and expired rules
-// stay for the audit trail.
+// that row in place. Withdrawn and expired rules stay for the audit trail
+// until PurgeHistory deletes them with the history older than the
+// retention.
 //
 // # Durability and group commit
 //
@@ -82,6 +83,10 @@ type Rule struct {
 	WithdrawRequested bool
 	Announced         bool   // status from this site's reconciler
 	LastError         string // last error this site's reconciler recorded, "" if none
+	// Origin is "" for a rule added through the API, or "config:SITE" for
+	// a static rule that SITE's configuration declares: only an Input
+	// with the same Origin may change it.
+	Origin string
 }
 
 // Input is what a caller asks to store; Upsert keys it by Rule.Match.
@@ -91,7 +96,27 @@ type Input struct {
 	Reason    string
 	Actor     string
 	Sites     []string // empty: every site
+	// Origin declares where the rule comes from ("config:SITE" for a
+	// static rule; "" for the API). Storing a Match whose active rule has
+	// another non-empty Origin fails with a DeclaredError.
+	Origin string
+	// AllowUnknownSites lets Sites name sites that no instance registered
+	// (one not started yet); without it such an input is refused.
+	AllowUnknownSites bool
+	// Keep names the fields an update of an active rule leaves as stored
+	// (the caller did not give them); a new rule takes them from Input as
+	// they are. The zero value replaces every field.
+	Keep Keep
 }
+
+// Keep is a set of Input fields an update leaves as stored.
+type Keep uint8
+
+const (
+	KeepReason Keep = 1 << iota // keep Reason
+	KeepExpiry                  // keep ExpiresAt
+	KeepSites                   // keep Sites
+)
 
 // Config selects and configures an engine.
 type Config struct {
@@ -185,6 +210,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.Close()
 		return nil, s.wrap(ctx, "migrate database schema", err)
 	}
+	if err := s.registerSite(octx); err != nil {
+		s.Close()
+		return nil, s.wrap(ctx, "register site "+cfg.Site, err)
+	}
 	if lite, ok := s.eng.(*sqliteEngine); ok {
 		ss, err := lite.session(octx)
 		if err != nil {
@@ -256,7 +285,7 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 		return nil
 	}
 	var ue *unavailableError
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.As(err, &ue) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.As(err, &ue) {
 		return err
 	}
 	if perr := parent.Err(); perr != nil {

@@ -4,16 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
+// insertRuleSQL inserts a rule; where its Match is already active it
+// inserts nothing. Each engine words it so that an update takes no id from
+// the sequence (engine.insertRule): ids go to new rules only.
 const insertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, state, withdraw_requested)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
-	expires_at = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
+	expires_at = ?, origin = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
 
 // write runs fn in one transaction bounded by the call timeout (scaled by
 // n), commits, and signals the change feed if fn reports a change. It
@@ -58,8 +62,11 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 // returns after the commit.
 func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err error) {
 	now := dbTimeNow()
-	e, err := encode(in, "input", now)
+	e, err := encode(in, -1, now)
 	if err != nil {
+		return Rule{}, false, err
+	}
+	if err := s.checkSites(ctx, []encoded{e}, false); err != nil {
 		return Rule{}, false, err
 	}
 	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
@@ -84,28 +91,56 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	es := make([]encoded, len(ins))
 	for i, in := range ins {
 		var err error
-		if es[i], err = encode(in, fmt.Sprintf("inputs[%d]", i), now); err != nil {
+		if es[i], err = encode(in, i, now); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.checkSites(ctx, es, true); err != nil {
+		return nil, err
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
 		// Insert every rule at once (pipelined on PostgreSQL); the ones
 		// whose Match is already active, in the database or earlier in
 		// this batch, then update in input order, so the last input for a
-		// Match wins as if they had been stored one by one.
-		args := make([][]any, len(es))
-		for i := range es {
-			args[i] = s.insertArgs(&es[i], now)
+		// Match wins as if they had been stored one by one. Where the
+		// engine looks up first (SQLite), only the first input of each
+		// Match not active yet is inserted.
+		var skip map[string]bool
+		if s.eng.lookupFirst() {
+			var err error
+			if skip, err = s.activeKeys(ctx, t, es); err != nil {
+				return false, fmt.Errorf("look up active rules: %w", err)
+			}
 		}
-		ids, inserted, err := t.insertIDs(ctx, insertRuleSQL, args)
+		var (
+			idx  []int // indexes into es of the inserts
+			args [][]any
+		)
+		for i := range es {
+			if skip != nil {
+				k := matchKey(es[i].family, es[i].nlri)
+				if skip[k] {
+					continue
+				}
+				skip[k] = true // a later input with this Match updates it
+			}
+			idx = append(idx, i)
+			args = append(args, s.insertArgs(&es[i], now))
+		}
+		ids, inserted, err := t.insertIDs(ctx, s.eng.insertRule(), args)
 		if err != nil {
 			return false, fmt.Errorf("insert rules: %w", err)
 		}
+		done := make([]bool, len(es))
 		changed := false
+		for j, i := range idx {
+			if inserted[j] {
+				out[i], changed, done[i] = s.created(t, ids[j], &es[i], now), true, true
+			}
+		}
 		for i := range es {
-			if inserted[i] {
-				out[i], changed = s.created(t, ids[i], &es[i], now), true
+			if done[i] {
 				continue
 			}
 			var c bool
@@ -124,57 +159,93 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires)}
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin}
 }
 
 // created returns the rule e just inserted as id and records its history.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	r := Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
-		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active,
+		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin,
 	}
 	t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
 	return r
 }
 
-// upsertTx inserts e, or updates the active row with the same Match. The
-// insert comes first: it is the common case and needs no lookup.
+// upsertTx inserts e, or updates the active row with the same Match. On
+// PostgreSQL the insert comes first: it is the common case, and its
+// wording draws no id when the Match is active. SQLite, whose writer holds
+// the database's write lock, looks the Match up first, in process.
 func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time) (r Rule, created, changed bool, err error) {
 	// Another instance can insert or finish the same Match between our
 	// statements (PostgreSQL, read committed); each retry sees its result.
-	for range 5 {
-		id, inserted, err := t.insertID(ctx, insertRuleSQL, s.insertArgs(e, now)...)
-		if err != nil {
-			return Rule{}, false, false, fmt.Errorf("insert rule: %w", err)
-		}
-		if inserted {
-			return s.created(t, id, e, now), true, true, nil
-		}
-		old, err := scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
+	active := func() (Rule, error) {
+		return scanRule(t.queryRow(ctx, "SELECT "+ruleCols+ruleFrom+
 			" WHERE r.family = ? AND r.nlri = ? AND r.state = 'active'"+s.eng.forUpdate(),
 			s.site, e.family, e.nlri))
+	}
+	for range 5 {
+		old, err := Rule{}, errNoRows
+		if s.eng.lookupFirst() {
+			// The covering index answers "is it active?"; the full
+			// row is read only for an update.
+			var one int64
+			if err = t.queryRow(ctx, `SELECT 1 FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`,
+				e.family, e.nlri).Scan(&one); err == nil {
+				old, err = active()
+			}
+		}
+		if errors.Is(err, errNoRows) {
+			id, inserted, ierr := t.insertID(ctx, s.eng.insertRule(), s.insertArgs(e, now)...)
+			if ierr != nil {
+				return Rule{}, false, false, fmt.Errorf("insert rule: %w", ierr)
+			}
+			if inserted {
+				return s.created(t, id, e, now), true, true, nil
+			}
+			old, err = active()
+		}
 		if errors.Is(err, errNoRows) {
 			continue
 		}
 		if err != nil {
 			return Rule{}, false, false, fmt.Errorf("read active rule: %w", err)
 		}
-		r = old
-		r.Rule, r.Text, r.Reason, r.Actor = e.in.Rule, e.text, e.in.Reason, e.in.Actor
-		r.Sites, r.ExpiresAt, r.WithdrawRequested = e.sites, e.expires, false
+		if old.Origin != "" && old.Origin != e.in.Origin {
+			return Rule{}, false, false, &DeclaredError{ID: old.ID, Origin: old.Origin}
+		}
+		r = merged(old, e)
 		was, is := diffFields(ruleFields(old), ruleFields(r))
 		if len(is) == 0 {
 			return old, false, false, nil
 		}
 		r.UpdatedAt = now
-		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, e.in.Reason, e.in.Actor, e.sitesJS,
-			s.eng.timeArg(e.expires), s.eng.timeArg(now), old.ID); err != nil {
+		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, r.Reason, r.Actor, encodeSites(r.Sites),
+			s.eng.timeArg(r.ExpiresAt), r.Origin, s.eng.timeArg(now), old.ID); err != nil {
 			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
 		}
 		t.event(old.ID, now, EventUpdated, e.in.Actor, "", was, is)
 		return r, false, true, nil
 	}
 	return Rule{}, false, false, fmt.Errorf("rule %s keeps changing under concurrent writers: retry", e.text)
+}
+
+// merged is old updated with e: the rule, its text and the actor always,
+// the reason, expiry and sites unless e keeps them; a pending withdraw
+// request is cancelled.
+func merged(old Rule, e *encoded) Rule {
+	r := old
+	r.Rule, r.Text, r.Actor, r.WithdrawRequested, r.Origin = e.in.Rule, e.text, e.in.Actor, false, e.in.Origin
+	if e.in.Keep&KeepReason == 0 {
+		r.Reason = e.in.Reason
+	}
+	if e.in.Keep&KeepExpiry == 0 {
+		r.ExpiresAt = e.expires
+	}
+	if e.in.Keep&KeepSites == 0 {
+		r.Sites = e.sites
+	}
+	return r
 }
 
 // Withdraw asks for an active rule to be withdrawn (sets WithdrawRequested)
@@ -310,4 +381,47 @@ func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q s
 	t.event(id, now, kind, "reconciler", s.site,
 		map[string]string{"state": string(Active)}, map[string]string{"state": string(state)})
 	return true, nil
+}
+
+// matchKey is a map key of a Match in stored form.
+func matchKey(family int64, nlri []byte) string {
+	return string(rune(family)) + string(nlri)
+}
+
+// lookupChunk bounds the NLRIs of one lookup query (SQLite allows 32766
+// parameters).
+const lookupChunk = 500
+
+// activeKeys returns the matchKeys of es that have an active rule: one
+// query per lookupChunk inputs of a family, not one per input.
+func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[string]bool, error) {
+	byFamily := map[int64][]any{}
+	for i := range es {
+		byFamily[es[i].family] = append(byFamily[es[i].family], es[i].nlri)
+	}
+	out := make(map[string]bool, len(es))
+	for fam, nlris := range byFamily {
+		for lo := 0; lo < len(nlris); lo += lookupChunk {
+			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
+			q := `SELECT nlri FROM rules WHERE state = 'active' AND family = ? AND nlri IN (` +
+				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + ")"
+			rs, err := t.query(ctx, q, append([]any{fam}, chunk...)...)
+			if err != nil {
+				return nil, err
+			}
+			for rs.Next() {
+				var nlri []byte
+				if err := rs.Scan(&nlri); err != nil {
+					rs.Close()
+					return nil, err
+				}
+				out[matchKey(fam, nlri)] = true
+			}
+			rs.Close()
+			if err := rs.Err(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }

@@ -12,10 +12,12 @@ package birdtest
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,9 +72,22 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-// FreePort returns a TCP port that was free on addr a moment ago.
+// FreePort returns a TCP port that was free on addr a moment ago. It picks
+// at random below Linux's ephemeral range (32768-60999), where the kernel
+// never hands the port to an outgoing connection (a BGP dial, a database
+// client) between the choice and the test's bind, which ":0" ports are
+// exposed to; only another test picking the same one at random can still
+// take it.
 func FreePort(t testing.TB, addr string) int {
 	t.Helper()
+	for range 50 {
+		port := 20000 + rand.IntN(12768)
+		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
 		t.Fatalf("find a free port on %s: %v", addr, err)
