@@ -722,10 +722,15 @@ func testRevisionsConcurrent(t *testing.T, fresh freshFunc) {
 func testFinishMany(t *testing.T, fresh freshFunc) {
 	ctx := ctxT(t)
 	s := open(t, fresh(t), "a")
-	past := time.Now().Add(150 * time.Millisecond)
 	var in []Input
 	for i := range finishChunk + 5 {
-		in = append(in, Input{Rule: rule(t, i+1, "discard"), ExpiresAt: past, Actor: "cli"})
+		in = append(in, Input{Rule: rule(t, i+1, "discard"), Actor: "cli"})
+	}
+	// Set after building the rules (slow under -race), with room for
+	// UpsertMany's own checks before the expiry must still be ahead.
+	past := time.Now().Add(500 * time.Millisecond)
+	for i := range in {
+		in[i].ExpiresAt = past
 	}
 	rs, err := s.UpsertMany(ctx, in)
 	if err != nil {
