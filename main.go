@@ -144,8 +144,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	defer st.Close()
 
 	bc := bgpConfig(cfg)
-	// Sessions come up once the whole desired table is in the speaker
-	// (rec.Loaded below): routers get it complete before End-of-RIB.
+	// Graceful-restart sessions come up once the whole desired table is
+	// in the speaker (rec.Loaded below): those routers get it complete
+	// before End-of-RIB and sweep only what it lacks. Others come up at
+	// once and get rules as they are loaded.
 	bc.HoldPeers = true
 	sp := bgp.New(log.Named("bgp"), bc)
 	if err := sp.Start(ctx); err != nil {

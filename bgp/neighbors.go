@@ -148,12 +148,16 @@ func (s *Speaker) deleteDynamic(ctx context.Context, groups []PeerGroup, dyn []D
 
 // deletePeer removes a configured neighbor; its session ends with a Cease.
 func (s *Speaker) deletePeer(ctx context.Context, n Neighbor) error {
+	if !s.added[n.Address.Unmap()] {
+		return nil // held back, never added (Config.HoldPeers)
+	}
 	addr := n.Address.Unmap().String()
 	if err := s.call(ctx, "delete peer "+addr, func() error {
 		return s.srv.DeletePeer(context.Background(), &api.DeletePeerRequest{Address: addr})
 	}); err != nil {
 		return err
 	}
+	delete(s.added, n.Address.Unmap())
 	s.log.Info("peer deleted", "peer", addr)
 	return nil
 }
@@ -227,20 +231,28 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 		default:
 			ch.Added = append(ch.Added, a)
 		}
-		if err := s.addPeer(ctx, n); err != nil {
-			return ch, err
+		if !s.holds(n.GracefulRestart) { // else StartPeers adds it
+			if err := s.addPeer(ctx, n); err != nil {
+				return ch, err
+			}
 		}
 		cur = append(cur, n)
 	}
 
 	if !reflect.DeepEqual(s.cfg.PeerGroups, cfg.PeerGroups) || !reflect.DeepEqual(s.cfg.DynamicNeighbors, cfg.DynamicNeighbors) {
 		ch.DynamicChanged = true
-		if err := s.deleteDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
-			return ch, err
+		if s.dynAdded {
+			if err := s.deleteDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
+				return ch, err
+			}
+			s.dynAdded = false
 		}
 		s.cfg.PeerGroups, s.cfg.DynamicNeighbors = nil, nil
-		if err := s.addDynamic(ctx, cfg.PeerGroups, cfg.DynamicNeighbors); err != nil {
-			return ch, err
+		if !s.holds(slices.ContainsFunc(cfg.PeerGroups, func(g PeerGroup) bool { return g.GracefulRestart })) {
+			if err := s.addDynamic(ctx, cfg.PeerGroups, cfg.DynamicNeighbors); err != nil {
+				return ch, err
+			}
+			s.dynAdded = true
 		}
 		s.cfg.PeerGroups, s.cfg.DynamicNeighbors = cfg.PeerGroups, cfg.DynamicNeighbors
 	}

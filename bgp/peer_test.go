@@ -235,3 +235,35 @@ func TestPeerHintWhenNeverUp(t *testing.T) {
 		return strings.Contains(ps[0].Hint, "is the router up") && strings.Contains(ps[1].Hint, "TCP MD5 password")
 	})
 }
+
+// With HoldPeers, a neighbor with graceful restart waits for StartPeers
+// (it must get the whole table before End-of-RIB); one without it is
+// added at Start and gets rules as they come.
+func TestHoldPeersHoldsOnlyGracefulRestart(t *testing.T) {
+	const ourAddr = "127.0.0.1"
+	ourPort := freePort(t, ourAddr)
+	plain := startRawPeer(t, "127.0.0.2", 65001, ourAddr, ourPort, 65000)
+	gr := startRawPeer(t, "127.0.0.3", 65002, ourAddr, ourPort, 65000)
+	s := startSpeaker(t, Config{
+		ListenAddresses: []string{ourAddr},
+		ListenPort:      ourPort,
+		HoldPeers:       true,
+		Neighbors: []Neighbor{
+			{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65001, Port: uint16(plain.port), LocalAddress: netip.MustParseAddr(ourAddr), ConnectRetry: 2 * time.Second},
+			{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65002, Port: uint16(gr.port), LocalAddress: netip.MustParseAddr(ourAddr), ConnectRetry: 2 * time.Second,
+				GracefulRestart: true, RestartTime: time.Minute},
+		},
+	})
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "the neighbor without graceful restart is up before StartPeers", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && len(ps) == 1 && ps[0].Address == "127.0.0.2" && ps[0].State == "established"
+	})
+	if err := s.StartPeers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the graceful-restart neighbor is up after StartPeers", func() bool {
+		ps, err := s.Peers(ctx)
+		return err == nil && len(ps) == 2 && ps[0].State == "established" && ps[1].State == "established"
+	})
+}

@@ -73,10 +73,10 @@ func (s *Speaker) Restart(ctx context.Context) error {
 		// The mirror stays not ready: the reconciler does nothing blindly.
 		return fmt.Errorf("bgp: restart: %w", err)
 	}
-	if s.peersStarted {
-		if err := s.startPeersLocked(ctx); err != nil {
-			return fmt.Errorf("bgp: restart: %w", err)
-		}
+	// The new server has no peers yet: add those the old one had.
+	s.added, s.dynAdded = nil, false
+	if err := s.addPeersLocked(ctx); err != nil {
+		return fmt.Errorf("bgp: restart: %w", err)
 	}
 	s.restarts.restarts.Add(1)
 	s.log.Warn("speaker restarted on a fresh GoBGP server", "paths", len(held))

@@ -23,9 +23,10 @@
 //   - Graceful restart: with a neighbor's GracefulRestart set, every start
 //     of a server is a restarting speaker (R and F bits for every family).
 //     GoBGP then sends nothing until it has End-of-RIB from its GR peers
-//     (or its deferral timer ran out), so peers are added only once the
+//     (or its deferral timer ran out), so GR peers are added only once the
 //     whole table is loaded (Config.HoldPeers, StartPeers): the routers
 //     keep our stale rules meanwhile and sweep what the new table lacks.
+//     Peers without GR flushed our rules anyway and come up at once.
 //     Stop closes the sessions of GR peers without a NOTIFICATION so the
 //     routers keep the rules through a restart; StopWithdrawn withdraws
 //     everything and closes with a Cease.
@@ -44,6 +45,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,7 +108,8 @@ type Config struct {
 	// suggests what to check (0: DefaultHintAfter).
 	HintAfter time.Duration
 
-	// HoldPeers makes Start leave the peers out until StartPeers: the
+	// HoldPeers makes Start leave the graceful-restart peers out until
+	// StartPeers: the
 	// daemon loads the whole desired table first, so that a router gets
 	// the complete table before End-of-RIB (with graceful restart it
 	// sweeps every stale rule the table lacks at End-of-RIB).
@@ -178,7 +181,9 @@ type Speaker struct {
 	mu           sync.Mutex
 	started      bool
 	stopped      bool
-	peersStarted bool // StartPeers ran (or Start without HoldPeers)
+	peersStarted bool                // StartPeers ran (or Start without HoldPeers)
+	added        map[netip.Addr]bool // neighbors added to the current server
+	dynAdded     bool                // peer groups and dynamic neighbors too
 
 	// GoBGP only logs some failures; the log adapter reports them here.
 	md5mu     sync.Mutex
@@ -226,10 +231,11 @@ func (e *TimeoutError) Error() string {
 // Timeout marks the error as a timeout (net.Error style).
 func (e *TimeoutError) Timeout() bool { return true }
 
-// Start starts GoBGP, the import policy, the RIB and peer watches and,
-// unless Config.HoldPeers is set, the peers. It returns once the mirror
-// holds the RIB's snapshot, so Paths answers ok right after a successful
-// Start. On error everything started is stopped again.
+// Start starts GoBGP, the import policy, the RIB and peer watches and the
+// peers, except, with Config.HoldPeers, those with graceful restart: they
+// wait for StartPeers. It returns once the mirror holds the RIB's
+// snapshot, so Paths answers ok right after a successful Start. On error
+// everything started is stopped again.
 func (s *Speaker) Start(ctx context.Context) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -257,7 +263,7 @@ func (s *Speaker) Start(ctx context.Context) (err error) {
 	if !s.cfg.HoldPeers {
 		return s.startPeersLocked(ctx)
 	}
-	return nil
+	return s.addPeersLocked(ctx)
 }
 
 // newServer makes and serves a fresh GoBGP server (a stopped one cannot be
@@ -311,9 +317,9 @@ func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
 	return nil
 }
 
-// StartPeers adds the configured neighbors, peer groups and dynamic
-// neighbors, once: call it after the desired table is loaded (see
-// Config.HoldPeers). Later calls do nothing.
+// StartPeers adds the neighbors, peer groups and dynamic neighbors Start
+// held back (Config.HoldPeers), once: call it after the desired table is
+// loaded. Later calls do nothing.
 func (s *Speaker) StartPeers(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -327,16 +333,44 @@ func (s *Speaker) StartPeers(ctx context.Context) error {
 }
 
 func (s *Speaker) startPeersLocked(ctx context.Context) error {
+	s.peersStarted = true
+	if err := s.addPeersLocked(ctx); err != nil {
+		return err
+	}
+	s.log.Info("peers started", "neighbors", len(s.cfg.Neighbors), "paths", s.Len())
+	return nil
+}
+
+// holds reports whether a session with graceful restart gr waits for
+// StartPeers. A graceful-restart router must get the whole table before
+// End-of-RIB (it sweeps what is missing then); a router without it flushed
+// our rules when the session dropped and may as well get each rule as it
+// is loaded, as in GoBGP's own initial sync, which starts sooner.
+func (s *Speaker) holds(gr bool) bool {
+	return gr && s.cfg.HoldPeers && !s.peersStarted
+}
+
+// addPeersLocked adds every configured neighbor (and the peer groups with
+// their dynamic neighbors) not added yet that holds does not keep back.
+func (s *Speaker) addPeersLocked(ctx context.Context) error {
+	if s.added == nil {
+		s.added = make(map[netip.Addr]bool)
+	}
 	for _, n := range s.cfg.Neighbors {
+		if s.added[n.Address.Unmap()] || s.holds(n.GracefulRestart) {
+			continue
+		}
 		if err := s.addPeer(ctx, n); err != nil {
 			return err
 		}
 	}
-	if err := s.addDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
-		return err
+	groupsGR := slices.ContainsFunc(s.cfg.PeerGroups, func(g PeerGroup) bool { return g.GracefulRestart })
+	if !s.dynAdded && !s.holds(groupsGR) {
+		if err := s.addDynamic(ctx, s.cfg.PeerGroups, s.cfg.DynamicNeighbors); err != nil {
+			return err
+		}
+		s.dynAdded = true
 	}
-	s.peersStarted = true
-	s.log.Info("peers started", "neighbors", len(s.cfg.Neighbors), "paths", s.Len())
 	return nil
 }
 
