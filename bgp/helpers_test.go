@@ -3,7 +3,6 @@ package bgp
 import (
 	"context"
 	"encoding/binary"
-	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
@@ -27,15 +27,12 @@ func testLogger(t testing.TB) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "bgp", Output: testWriter{t}, Level: hclog.Warn})
 }
 
-// freePort returns a TCP port that was free on addr a moment ago.
+// freePort returns a TCP port that was free on addr a moment ago, below
+// the kernel's ephemeral range so that no outgoing connection takes it
+// before the test binds it (birdtest.FreePort).
 func freePort(t testing.TB, addr string) int32 {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
+	return int32(birdtest.FreePort(t, addr))
 }
 
 // startSpeaker starts a speaker without a listener and stops it at the end

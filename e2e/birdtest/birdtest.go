@@ -184,9 +184,26 @@ func (r *Router) Established(i int) bool {
 	return err == nil && strings.Contains(out, "Established")
 }
 
+// SameSince reports whether two Since readings name the same moment. BIRD
+// keeps the time on its monotonic clock and converts it to wall time each
+// time it prints it, so one moment reads a millisecond apart from call to
+// call (seen: .539 then .540 then .539); a session that reset moves it by
+// at least the reconnection, a second or more here.
+func SameSince(a, b string) bool {
+	const layout = "2006-01-02 15:04:05.000"
+	ta, err1 := time.Parse(layout, a)
+	tb, err2 := time.Parse(layout, b)
+	if err1 != nil || err2 != nil {
+		return a == b
+	}
+	d := ta.Sub(tb)
+	return d > -50*time.Millisecond && d < 50*time.Millisecond
+}
+
 // Since returns the "since" column of "show protocols" for the session
 // with peer i: BIRD updates it whenever the protocol changes state, so an
-// unchanged value means the session was never reset in between.
+// unchanged value (SameSince) means the session was never reset in
+// between.
 func (r *Router) Since(i int) (string, error) {
 	name := fmt.Sprintf("up%d", i)
 	out, err := r.Birdc("show", "protocols", name)
