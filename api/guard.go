@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/ribkeeper/ribkeeper/config"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,13 +32,17 @@ func Guarded(rules Rules, h *config.GuardHolder) Rules {
 // declares it (implemented by *reconcile.Reconciler; see its AnnounceEarly).
 type EarlyAnnouncer interface {
 	AnnounceEarly(flowspec.Rule)
-	Abandon(flowspec.Match)
+	Settle(flowspec.Match)
 }
 
-// GuardedEarly is Guarded, and a single rule written for site (or for
-// every site) that passed the guardrails is handed to e while the store
-// commits it: the UPDATE leaves before the acknowledgement, which still
-// waits for the durable commit. A failed commit abandons it.
+// GuardedEarly is Guarded, and a single rule that passed the guardrails
+// is handed to e while the store commits it: the UPDATE leaves before the
+// acknowledgement, which still waits for the durable commit. Once the
+// commit is done (or failed) the reconciler decides from the store as
+// usual (Settle): a failed write is withdrawn, an update of a rule that
+// targets other sites only leaves this one. Rules naming sites are not
+// announced early: the store may refuse a site name it does not know, and
+// a refused rule must not reach a router even for a moment.
 func GuardedEarly(rules Rules, h *config.GuardHolder, e EarlyAnnouncer, site string) Rules {
 	return &guardedRules{Rules: rules, h: h, now: time.Now, early: e, site: site}
 }
@@ -59,13 +62,13 @@ func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, 
 	if err := g.check(ctx, []store.Input{in}, false); err != nil {
 		return store.Rule{}, false, err
 	}
-	early := g.early != nil && (len(in.Sites) == 0 || slices.Contains(in.Sites, g.site))
+	early := g.early != nil && len(in.Sites) == 0
 	if early {
 		g.early.AnnounceEarly(in.Rule)
 	}
 	r, created, err := g.Rules.Upsert(ctx, in)
-	if err != nil && early {
-		g.early.Abandon(in.Rule.Match)
+	if early {
+		g.early.Settle(in.Rule.Match)
 	}
 	return r, created, err
 }

@@ -17,10 +17,11 @@ import (
 // detector's request to the routers. AnnounceEarly takes it off: the API
 // hands a rule that passed every check to the speaker while its commit is
 // still running. The reconciler keeps such a path out of orphan withdrawal
-// for EarlyGrace; when the commit lands the path is simply adopted. If the
-// commit fails (Abandon) or never shows up, the path is an ordinary orphan
-// and withdrawn: an announcement never outlives a write that did not
-// happen, and the acknowledgement still means "stored".
+// until the write is done (Settle) or for EarlyGrace at most; then the
+// store decides as for any path: a committed rule is adopted, a path whose
+// write failed (or that the committed rule does not want here) is an
+// orphan and withdrawn. An announcement never outlives a write that did
+// not happen, and the acknowledgement still means "stored".
 
 // EarlyGrace is how long an early announcement waits for its store commit
 // before the reconciler treats the path as an orphan.
@@ -95,7 +96,7 @@ func (e *earlySet) spare(orphans []Item) []Item {
 // AnnounceEarly hands rule to the speaker ahead of the store commit that
 // declares it (see above) and returns at once. Call it only for a rule
 // that passed every check a write makes, for this site; then either the
-// commit lands or Abandon is called. A failed announcement is only logged:
+// commit lands and Settle is called. A failed announcement is only logged:
 // the reconciler announces the rule again once the commit shows it. In a
 // dry run it does nothing.
 func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
@@ -110,9 +111,10 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 	}()
 }
 
-// Abandon says that the write behind an early announcement of m failed:
-// the next pass withdraws the path unless something else desires it.
-func (r *Reconciler) Abandon(m flowspec.Match) {
+// Settle says that the write behind an early announcement of m is done,
+// committed or failed: the next pass treats the path like any other (a
+// failed write's path is an orphan, unless something else desires it).
+func (r *Reconciler) Settle(m flowspec.Match) {
 	if r.early.end(m) {
 		r.Trigger()
 	}

@@ -654,8 +654,8 @@ func TestLoadedAfterFirstCompletePass(t *testing.T) {
 }
 
 // An early announcement (ahead of its store commit) is not an orphan
-// while its grace runs: adopted when the commit lands, withdrawn when the
-// write is abandoned or the grace ends without it.
+// until its write is settled: adopted when the commit landed, withdrawn
+// when the write failed or the grace ends without a commit.
 func TestEarlyAnnouncement(t *testing.T) {
 	r, st, sp := newTest(t, Config{})
 	now := time.Now()
@@ -670,6 +670,7 @@ func TestEarlyAnnouncement(t *testing.T) {
 		t.Fatal("early path withdrawn as an orphan before its commit")
 	}
 	st.add(committed, time.Time{})
+	r.Settle(committed.Match)
 	if res := pass(t, r); res.Added != 0 || !inRIB(committed.Match) {
 		t.Fatalf("after the commit: %+v", res)
 	}
@@ -677,7 +678,7 @@ func TestEarlyAnnouncement(t *testing.T) {
 	abandoned := testRule(t, 2, discard())
 	r.AnnounceEarly(abandoned)
 	eventually(t, 5*time.Second, "second early path in the RIB", func() bool { return inRIB(abandoned.Match) })
-	r.Abandon(abandoned.Match)
+	r.Settle(abandoned.Match) // its write failed: no row
 	pass(t, r)
 	if inRIB(abandoned.Match) {
 		t.Fatal("abandoned early path still in the RIB")
