@@ -128,3 +128,52 @@ func TestRouteCLI(t *testing.T) {
 		t.Errorf("route add /24: exit %d, %q", code, errOut)
 	}
 }
+
+type fakeEarly struct {
+	announced, settled []flowspec.Match
+	// storeSawAnnounce records, at the store's commit, whether the
+	// announcement had been made already.
+	storeSawAnnounce bool
+}
+
+func (e *fakeEarly) AnnounceEarly(r flowspec.Rule) { e.announced = append(e.announced, r.Match) }
+func (e *fakeEarly) Settle(m flowspec.Match)       { e.settled = append(e.settled, m) }
+
+// observingRules tells early, at each Upsert, what it had seen by then.
+type observingRules struct {
+	*fakeRules
+	early *fakeEarly
+}
+
+func (o observingRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	o.early.storeSawAnnounce = len(o.early.announced) > 0
+	return o.fakeRules.Upsert(ctx, in)
+}
+
+// GuardedEarly announces a rule for every site before its commit and
+// settles it after; a rule naming sites, or one the guardrails refuse, is
+// not announced early.
+func TestGuardedEarly(t *testing.T) {
+	e := &fakeEarly{}
+	h := config.NewGuardHolder(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
+	g := GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
+	ctx := context.Background()
+	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.announced) != 1 || e.announced[0] != all.Match || !e.storeSawAnnounce || len(e.settled) != 1 {
+		t.Fatalf("rule for every site: %+v", e)
+	}
+	sited := mustParse(t, "match destination 203.0.113.8/32 then discard")
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: sited, Sites: []string{"fra1"}}); err != nil {
+		t.Fatal(err)
+	}
+	refused := mustParse(t, "match destination 192.0.2.1/32 then discard")
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: refused}); err == nil {
+		t.Fatal("safelisted destination accepted")
+	}
+	if len(e.announced) != 1 || len(e.settled) != 1 {
+		t.Fatalf("a rule naming sites or refused by a guardrail was announced early: %+v", e)
+	}
+}
