@@ -132,6 +132,12 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 	}); err != nil {
 		return err
 	}
+	// In GoBGP now, even if the key check below fails: a later
+	// Reconfigure must be able to delete it.
+	if s.added == nil {
+		s.added = make(map[netip.Addr]bool)
+	}
+	s.added[n.Address.Unmap()] = true
 	if e, failed := s.takeMD5Failure(addr); failed {
 		hint := ""
 		if strings.Contains(e, "protocol not available") {
@@ -139,10 +145,6 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 		}
 		return fmt.Errorf("bgp: peer %s: TCP MD5 key not installed on the listener: %s%s", addr, e, hint)
 	}
-	if s.added == nil {
-		s.added = make(map[netip.Addr]bool)
-	}
-	s.added[n.Address.Unmap()] = true
 	s.log.Info("peer added", "peer", addr, "asn", n.ASN, "families", famNames(n.families()),
 		"passive", n.Passive, "md5", n.Password != "")
 	return nil
