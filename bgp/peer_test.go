@@ -234,6 +234,16 @@ func TestPeerHintWhenNeverUp(t *testing.T) {
 		}
 		return strings.Contains(ps[0].Hint, "is the router up") && strings.Contains(ps[1].Hint, "TCP MD5 password")
 	})
+	// The FSM cycling through idle and active is no error of a session.
+	ps, err := s.Peers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.LastError != "" || p.Flaps != 0 {
+			t.Errorf("%s never came up but shows last error %q, %d flaps", p.Address, p.LastError, p.Flaps)
+		}
+	}
 }
 
 // With HoldPeers, a neighbor with graceful restart waits for StartPeers

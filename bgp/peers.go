@@ -178,7 +178,7 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 			info.flaps++
 		}
 	}
-	if msg := pe.Peer.State.DisconnectMessage; msg != "" && st != gobgp.BGP_FSM_ESTABLISHED && (old == gobgp.BGP_FSM_ESTABLISHED || info.lastErr == "" || msg != info.lastErr) {
+	if msg := pe.Peer.State.DisconnectMessage; msg != "" && st != gobgp.BGP_FSM_ESTABLISHED && sessionError(pe.Peer.State.DisconnectReason) {
 		info.lastErr, info.lastErrAt = msg, now
 	}
 	if st == gobgp.BGP_FSM_ESTABLISHED {
@@ -268,6 +268,24 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		return aa.Compare(ba)
 	})
 	return out, nil
+}
+
+// sessionError reports whether GoBGP's reason for a state change says
+// what went wrong with a session; others (the idle hold timer running
+// out, a new connection, an OPEN received) are the FSM moving on.
+func sessionError(r api.PeerState_DisconnectReason) bool {
+	switch r {
+	case api.PeerState_DISCONNECT_REASON_HOLD_TIMER_EXPIRED,
+		api.PeerState_DISCONNECT_REASON_NOTIFICATION_SENT,
+		api.PeerState_DISCONNECT_REASON_NOTIFICATION_RECEIVED,
+		api.PeerState_DISCONNECT_REASON_READ_FAILED,
+		api.PeerState_DISCONNECT_REASON_WRITE_FAILED,
+		api.PeerState_DISCONNECT_REASON_INVALID_MSG,
+		api.PeerState_DISCONNECT_REASON_BAD_PEER_AS,
+		api.PeerState_DISCONNECT_REASON_HARD_RESET:
+		return true
+	}
+	return false
 }
 
 // DefaultHintAfter is Config.HintAfter when unset.
