@@ -171,13 +171,13 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 		t.Helper()
 		var res PassResult
 		eventually(t, 10*time.Second, what, func() bool {
-			r.runPass(ctx, false)
+			r.runPass(ctx, false, nil)
 			res = r.LastPass()
 			return !res.Changed() && res.Pending == 0 && res.Errors == 0
 		})
 		return res
 	}
-	r.runPass(ctx, true)
+	r.runPass(ctx, true, nil)
 	settle("initial convergence")
 	if res := settle("a quiet pass"); !res.Skipped || res.Adopted != n {
 		t.Fatalf("nothing changed, pass = %+v", res)
@@ -191,7 +191,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	if _, _, err := st.Upsert(ctx, store.Input{Rule: rule, Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	r.runPass(ctx, false)
+	r.runPass(ctx, false, nil)
 	if res := r.LastPass(); res.Skipped || res.Updated != 1 || res.Full {
 		t.Fatalf("after a store change: %+v", res)
 	}
@@ -217,7 +217,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	if !maps.Equal(ribOf(sp), desiredOf(t, st)) {
 		t.Fatal("the restarted speaker does not hold the desired table")
 	}
-	r.runPass(ctx, false)
+	r.runPass(ctx, false, nil)
 	if res := r.LastPass(); res.Added != 0 || res.Adopted != n || res.Pending != 0 {
 		t.Fatalf("first pass after restart = %+v, want all %d adopted", res, n)
 	}

@@ -21,7 +21,7 @@ func newTest(t *testing.T, cfg Config) (*Reconciler, *fakeStore, *fakeSpeaker) {
 
 func pass(t *testing.T, r *Reconciler) PassResult {
 	t.Helper()
-	r.runPass(context.Background(), false)
+	r.runPass(context.Background(), false, nil)
 	return r.LastPass()
 }
 
@@ -89,9 +89,16 @@ func TestSecondPassChangesNothing(t *testing.T) {
 	if second.Changed() || second.Adopted != 20 || second.Pending != 0 || second.Errors != 0 || second.Err != "" {
 		t.Errorf("second pass = %+v, want 20 adopted and nothing else", second)
 	}
-	if sp.callCount() != calls || st.writeCount() != writes {
-		t.Errorf("second pass made %d speaker calls and %d store writes, want none",
+	// The second pass observes the paths the first one announced: one
+	// status batch (announced), no speaker call. A third writes nothing.
+	if sp.callCount() != calls || st.writeCount() != writes+1 {
+		t.Errorf("second pass made %d speaker calls and %d store writes, want 0 and 1",
 			sp.callCount()-calls, st.writeCount()-writes)
+	}
+	pass(t, r)
+	if sp.callCount() != calls || st.writeCount() != writes+1 {
+		t.Errorf("third pass made %d speaker calls and %d store writes, want none",
+			sp.callCount()-calls, st.writeCount()-writes-1)
 	}
 }
 
@@ -101,8 +108,12 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		st.add(testRule(t, i, discard()), time.Time{})
 	}
 	pass(t, r)
+	if w := st.writeCount(); w != 0 {
+		t.Errorf("first pass wrote status %d times, want none (nothing observed yet)", w)
+	}
+	pass(t, r)
 	if w := st.writeCount(); w != 1 {
-		t.Errorf("first pass wrote status %d times, want one batch", w)
+		t.Errorf("the pass that observed the paths wrote status %d times, want one batch", w)
 	}
 	for range 3 {
 		pass(t, r)
@@ -131,7 +142,7 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 func TestStoreReadFailureWithdrawsNothing(t *testing.T) {
 	r, st, sp := newTest(t, Config{})
 	now := time.Now()
-	r.now = func() time.Time { return now }
+	r.clock = funcClock(func() time.Time { return now })
 	forever := st.add(testRule(t, 1, discard()), time.Time{})
 	soon := st.add(testRule(t, 2, discard()), now.Add(time.Minute))
 	pass(t, r)
@@ -601,14 +612,14 @@ func TestStormUnpacedWithoutPeers(t *testing.T) {
 	if res.Added > rate/4 || res.Added+res.Pending != n-rate {
 		t.Fatalf("pass right after a paced batch = %+v, want only what the bucket refilled since", res)
 	}
-	if wait := time.Until(r.pace.next); wait < 500*time.Millisecond {
+	if wait := time.Until(r.work.pace.next); wait < 500*time.Millisecond {
 		t.Fatalf("next paced batch in %v, want about a second", wait)
 	}
 	// The session goes away: the queue is dropped and the next pass, due
 	// at once, announces the rest.
 	sp.up.Store(0)
 	pass(t, r)
-	if next := r.pace.next; next.IsZero() || time.Until(next) > 0 {
+	if next := r.work.pace.next; next.IsZero() || time.Until(next) > 0 {
 		t.Fatalf("next pass due at %v after the queue was dropped, want at once", next)
 	}
 	if res := pass(t, r); res.Pending != 0 || len(fs.snapshot()) != n {
@@ -659,7 +670,7 @@ func TestLoadedAfterFirstCompletePass(t *testing.T) {
 func TestEarlyAnnouncement(t *testing.T) {
 	r, st, sp := newTest(t, Config{})
 	now := time.Now()
-	r.now = func() time.Time { return now }
+	r.clock = funcClock(func() time.Time { return now })
 	inRIB := func(m flowspec.Match) bool { _, ok := sp.snapshot()[m]; return ok }
 
 	committed := testRule(t, 1, discard())

@@ -356,7 +356,9 @@ func finishQuery(state State) (string, error) {
 
 // finishTx runs q (finishQuery's) for one rule inside t and records the
 // history event; changed is false when the rule was not active any more
-// or changed since it was read.
+// or changed since it was read. The reconciler calls it once its mirror
+// shows the rule's path gone, so this site's status says not announced
+// from then on, whether or not another site finished the rule first.
 func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q string, now time.Time) (changed bool, err error) {
 	args := []any{s.eng.timeArg(now), id}
 	if state == Expired {
@@ -364,6 +366,10 @@ func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q s
 	}
 	n, err := t.exec(ctx, q, args...)
 	if err != nil {
+		return false, err
+	}
+	if _, err := t.exec(ctx, `UPDATE rule_status SET announced = FALSE, updated_at = ?
+		WHERE rule_id = ? AND site = ? AND announced`, s.eng.timeArg(now), id, s.site); err != nil {
 		return false, err
 	}
 	if n == 0 {
