@@ -228,8 +228,20 @@ func TestEveryMetricMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mxEventually(t, 5*time.Second, "desired path in the RIB", func() bool { _, ok := r.sp.Lookup(desired.Match); return ok })
-	time.Sleep(300 * time.Millisecond) // let a pass see it in the RIB
+	// Announced is what a pass observed in the RIB: from then on, the
+	// path going missing is drift.
+	mxEventually(t, 30*time.Second, "a pass observed the desired path in the RIB", func() bool {
+		rules, err := r.st.ActiveRules(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, rl := range rules {
+			if rl.Rule.Match == desired.Match && rl.Announced {
+				return true
+			}
+		}
+		return false
+	})
 	ctx := context.Background()
 	if err := r.sp.Withdraw(ctx, []flowspec.Match{desired.Match})[0]; err != nil {
 		t.Fatal(err)

@@ -145,8 +145,10 @@ func TestGoBGPLifecycle(t *testing.T) {
 		g, err := st.Get(ctx, exp.ID)
 		return err == nil && g.State == store.Expired
 	})
-	if late := time.Since(expires); late > 2*time.Second {
-		t.Errorf("expiry took %v", late)
+	// How late expiry is, is not timed here (a loaded machine): exactness
+	// is TestExpiryUsesTimer's, on an injected clock.
+	if g, _ := st.Get(ctx, exp.ID); time.Now().Before(expires) || g.ExpiresAt.IsZero() {
+		t.Errorf("rule expired before its ExpiresAt %v", expires)
 	}
 	rib := ribOf(sp)
 	if _, ok := rib[exp.Rule.Match]; ok || len(rib) != 1 || rib[keep.Rule.Match] != keep.Rule.Action {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -276,9 +277,12 @@ func TestTerminalErrorRecordedNotRetried(t *testing.T) {
 		return s.LastError == "NLRI too long" && !s.Announced
 	})
 	eventually(t, 5*time.Second, "other rules announced", func() bool { return len(sp.snapshot()) == 4 })
+	// More passes, each waited for (the loop is triggered and the test
+	// sees a pass that started after the trigger).
 	for range 5 {
+		before := r.LastPass().Started
 		r.Trigger()
-		time.Sleep(5 * time.Millisecond)
+		eventually(t, 30*time.Second, "a pass after the trigger", func() bool { return r.LastPass().Started.After(before) })
 	}
 	if n := tries.Load(); n != 1 {
 		t.Errorf("terminal rule tried %d times, want 1", n)
@@ -304,31 +308,32 @@ func TestInvalidRuleRecordedAndHeld(t *testing.T) {
 }
 
 func TestExpiryUsesTimer(t *testing.T) {
-	r, st, sp := newTest(t, Config{ResyncInterval: time.Hour})
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(start)
+	st, sp := newFakeStore(), newFakeSpeaker()
+	r := New(testLogger(t), st, sp, Config{ResyncInterval: time.Hour, Clock: fc})
 	keep := st.add(testRule(t, 1, discard()), time.Time{})
-	expires := time.Now().Add(time.Second)
+	expires := start.Add(time.Second)
 	m := testRule(t, 2, discard()).Match
 	id := st.add(testRule(t, 2, discard()), expires)
 	startLoop(t, r)
-	eventually(t, 900*time.Millisecond, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
-	for {
-		_, present := sp.snapshot()[m]
-		now := time.Now()
-		if !present {
-			if now.Before(expires) {
-				t.Fatalf("path withdrawn %v before expiry", expires.Sub(now))
-			}
-			if late := now.Sub(expires); late > 500*time.Millisecond {
-				t.Fatalf("path withdrawn %v after expiry", late)
-			}
-			break
-		}
-		if now.Sub(expires) > 500*time.Millisecond {
-			t.Fatal("path still announced 500ms after expiry")
-		}
-		time.Sleep(time.Millisecond)
+	eventually(t, 30*time.Second, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
+	// The loop arms its expiry timer for the rule's ExpiresAt: nothing
+	// else would wake it (no store or RIB change, resync in an hour).
+	eventually(t, 30*time.Second, "expiry timer armed", func() bool {
+		at, ok := fc.Next()
+		return ok && at.Equal(expires)
+	})
+	fc.Set(expires.Add(-time.Nanosecond))
+	if _, ok := sp.snapshot()[m]; !ok {
+		t.Fatal("path withdrawn before expiry")
 	}
-	eventually(t, time.Second, "rule finished as expired", func() bool { return st.get(id).State == store.Expired })
+	fc.Set(expires)
+	eventually(t, 30*time.Second, "path withdrawn at expiry", func() bool { _, ok := sp.snapshot()[m]; return !ok })
+	eventually(t, 30*time.Second, "rule finished as expired", func() bool { return st.get(id).State == store.Expired })
+	if now := fc.Now(); !now.Equal(expires) {
+		t.Fatalf("clock moved to %v; the withdrawal must come from the timer at %v", now, expires)
+	}
 	if _, ok := sp.snapshot()[st.get(keep).Rule.Match]; !ok {
 		t.Error("rule without expiry withdrawn")
 	}
@@ -537,6 +542,8 @@ func TestOrphanCapZeroIsUnlimited(t *testing.T) {
 func TestStormPacedExpiryNot(t *testing.T) {
 	const n, rate = 2000, 1000 // a batch is 1000 (1 s at 1k/s)
 	r, st, sp := newTest(t, Config{AnnounceRate: rate})
+	now := time.Now()
+	r.clock = funcClock(func() time.Time { return now })
 	ids := make([]int64, 0, n)
 	for i := range n {
 		ids = append(ids, st.add(testRule(t, i, discard()), time.Now().Add(time.Hour)))
@@ -553,12 +560,11 @@ func TestStormPacedExpiryNot(t *testing.T) {
 	if res.Withdrawn+res.Finished != 1 {
 		t.Fatalf("withdrawal during the storm = %+v", res)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sp.snapshot()) < n-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("storm never ended: %d of %d", len(sp.snapshot()), n-1)
+	for i := 0; len(sp.snapshot()) < n-1; i++ {
+		if i > 1000 {
+			t.Fatalf("storm never ended: %d of %d after 50 s of clock", len(sp.snapshot()), n-1)
 		}
-		time.Sleep(50 * time.Millisecond)
+		now = now.Add(50 * time.Millisecond) // the bucket refills by the clock
 		sp.release()
 		pass(t, r)
 	}

@@ -3,12 +3,14 @@ package store
 import (
 	"bytes"
 	"errors"
-	"github.com/ribkeeper/ribkeeper/flowspec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/clock"
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // testConformance is the one behaviour suite both engines must pass.
@@ -256,8 +258,10 @@ func testNewRowAfterFinish(t *testing.T, fresh freshFunc) {
 func testExpiry(t *testing.T, fresh freshFunc) {
 	ctx := ctxT(t)
 	cfg := fresh(t)
+	fc := clock.NewFake(time.Now())
+	cfg.Clock = fc // both sites read the same clock
 	a, b := open(t, cfg, "a"), open(t, cfg, "b")
-	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: fc.Now().Add(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +273,7 @@ func testExpiry(t *testing.T, fresh freshFunc) {
 		t.Fatalf("early Finish(Expired) moved the rule to %s", g.State)
 	}
 	// Past expiry it is still active until someone finishes it.
-	time.Sleep(time.Until(r.ExpiresAt) + 10*time.Millisecond)
+	fc.Set(r.ExpiresAt)
 	if act, _ := b.ActiveRules(ctx); len(act) != 1 {
 		t.Fatalf("expired but unfinished rule not in ActiveRules: %v", ids(act))
 	}
@@ -718,14 +722,19 @@ func testRevisionsConcurrent(t *testing.T, fresh freshFunc) {
 // transaction takes are all written.
 func testFinishMany(t *testing.T, fresh freshFunc) {
 	ctx := ctxT(t)
-	s := open(t, fresh(t), "a")
+	cfg := fresh(t)
+	fc := clock.NewFake(time.Now())
+	cfg.Clock = fc
+	s := open(t, cfg, "a")
 	var in []Input
 	for i := range finishChunk + 5 {
 		in = append(in, Input{Rule: rule(t, i+1, "discard"), Actor: "cli"})
 	}
 	// Set after building the rules (slow under -race), with room for
 	// UpsertMany's own checks before the expiry must still be ahead.
-	past := time.Now().Add(500 * time.Millisecond)
+	// The store's clock moves only when the test moves it: the rules
+	// are ahead of it until then, however slow building them was.
+	past := fc.Now().Add(time.Second)
 	for i := range in {
 		in[i].ExpiresAt = past
 	}
@@ -733,7 +742,7 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9000, "discard"), ExpiresAt: time.Now().Add(time.Hour)})
+	live, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9000, "discard"), ExpiresAt: fc.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,7 +753,7 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	if _, err := s.Withdraw(ctx, asked.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(past) + 10*time.Millisecond)
+	fc.Set(past)
 
 	var items []FinishItem
 	for _, r := range rs {

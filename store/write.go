@@ -61,7 +61,7 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 // what is already stored changes nothing and records no history. Upsert
 // returns after the commit.
 func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err error) {
-	now := dbTimeNow()
+	now := s.now()
 	e, err := encode(in, -1, now)
 	if err != nil {
 		return Rule{}, false, err
@@ -87,7 +87,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	if len(ins) == 0 {
 		return nil, nil
 	}
-	now := dbTimeNow()
+	now := s.now()
 	es := make([]encoded, len(ins))
 	for i, in := range ins {
 		var err error
@@ -256,7 +256,7 @@ func merged(old Rule, e *encoded) Rule {
 func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, error) {
 	var r Rule
 	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		now := dbTimeNow()
+		now := s.now()
 		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
 			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
 		if err != nil {
@@ -285,7 +285,7 @@ func (s *Store) Finish(ctx context.Context, id int64, state State) error {
 		return err
 	}
 	return s.write(ctx, "finish rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		return s.finishTx(ctx, t, id, state, q, dbTimeNow())
+		return s.finishTx(ctx, t, id, state, q, s.now())
 	})
 }
 
@@ -313,7 +313,7 @@ func (s *Store) FinishMany(ctx context.Context, items []FinishItem) (errs []erro
 		chunk := items[lo:min(lo+finishChunk, len(items))]
 		cerrs := errs[lo : lo+len(chunk)]
 		werr := s.write(ctx, "finish rules", len(chunk), func(ctx context.Context, t *wtx) (bool, error) {
-			now := dbTimeNow()
+			now := s.now()
 			changed := false
 			for i, it := range chunk {
 				q, err := finishQuery(it.State)
