@@ -2,22 +2,36 @@
 // equal to the desired rules in the store.
 //
 // The loop is level-triggered: store changes, RIB mirror changes, the
-// expiry timer, retry timers, a periodic resync and Trigger only wake it,
-// and every pass re-reads both sides. A pass runs lifecycle (expired and
-// withdrawn rules) → validate → Diff → apply make-before-break (adds and
-// updates before withdrawals) → status write-back.
+// expiry, retry and resync timers (on an injected clock) and Trigger only
+// wake it, and every pass plans from both sides' state, never from event
+// contents. A pass is a short sequence of named parts, each its own type:
+//
+//   - source (source.go): the desired-state source. Its copy of the
+//     active rules is refreshed by a full read or by the rules changed
+//     since a revision, and it says which Matches those touched; expiry is
+//     a heap of ExpiresAt.
+//   - planner (planner.go): the one comparison of desired with actual
+//     state. Plan.put decides what one Match needs; Diff (the pure
+//     specification), the full comparison and the dirty-only comparison
+//     all go through it. view.go is desired state at one instant
+//     (lifecycle and validation).
+//   - workQueue (queue.go, storm.go): per-Match attempts with backoff,
+//     expectations of changes in flight, and storm pacing.
+//   - the applier (pass.go: apply, announceAll, withdrawAll, finish):
+//     retiring rules first, then make before break, then orphans, then
+//     final states.
+//   - statusBatch (status.go): the status reporter, the one writer of a
+//     rule's status for this site. "Announced" is what the mirror showed
+//     a pass (the rule's path with its action); the store clears it when
+//     the rule finishes, which happens only once the mirror shows the path
+//     gone.
 //
 // Unknown is never empty: when desired state cannot be read, the pass works
 // from the last rows it read and withdraws no orphans; when the RIB mirror
 // is not initialised, the pass announces and withdraws nothing.
 //
-// Re-reading is cheap because both sides say what changed: the store by
-// revisions (DeltaReader), the mirror by a set of dirty Matches
-// (DirtyTracker), expiry by a heap of expires_at. A pass then compares only
-// the Matches whose plan may have changed, and gets the plan a comparison
-// of everything would give for them; the periodic resync, the first pass
-// and anything that loses track (a rebuilt mirror, a complete re-read)
-// compare everything. See incremental.go.
+// The interfaces the package consumes, Desired and Speaker, say
+// everything it needs; store.Store and bgp.Speaker implement them.
 package reconcile
 
 import (
