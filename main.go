@@ -32,8 +32,10 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -47,7 +49,7 @@ usage:
   ribkeeper check-config --config FILE    validate a configuration file and exit
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
-` + api.CLISynopsis() + `
+` + cli.Synopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
@@ -90,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
-		return api.ClientMain(ctx, args, stdout, stderr)
+		return cli.Main(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -157,7 +159,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// `ribkeeper shutdown --withdraw` takes them down first.
 	defer sp.Stop()
 
-	mx := api.NewMetrics(log.Named("metrics"))
+	mx := metrics.New(log.Named("metrics"))
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
@@ -165,7 +167,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		AnnounceRate:       cfg.Reconcile.AnnounceRate,
 		Recorder:           mx,
 	})
-	mx.Watch(api.MetricsSources{Rules: st, Drift: rec, Speaker: sp})
+	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
 	guards := config.NewGuardHolder(cfg.Guardrails)
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.

@@ -1,6 +1,7 @@
-// Package api is ribkeeper's HTTP JSON API, the control socket it is served
-// on, and the client and CLI ("ribkeeper rule ...", "ribkeeper rib") that
-// operators use to talk to it.
+// Package api is ribkeeper's HTTP JSON API: the handlers, the wire types,
+// and the control socket and TCP listener it is served on. The client and
+// the CLI that talk to it are package cli; the Prometheus metrics, package
+// metrics.
 //
 // The API is served on a unix socket (mode 0600) and optionally on TCP
 // (ServeTCP), with TLS if a certificate is given. Every request made over

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ribkeeper/ribkeeper/config"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/config"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -146,7 +147,7 @@ func violationError(v *config.Violation, batch bool) *Error {
 	if batch {
 		field = fmt.Sprintf("rules[%d].%s", v.Index, v.Field)
 	}
-	return newError(http.StatusUnprocessableEntity, CodeGuardrailViolation, field, "%s", oneLine(v.Error()))
+	return newError(http.StatusUnprocessableEntity, CodeGuardrailViolation, field, "%s", OneLine(v.Error()))
 }
 
 // IsGuardrailViolation reports whether err is a guardrail's refusal.

@@ -1,13 +1,16 @@
-package api
+package api_test
 
 import (
 	"context"
-	"github.com/ribkeeper/ribkeeper/config"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
+
+	"github.com/ribkeeper/ribkeeper/config"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -22,7 +25,7 @@ func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *config.Guar
 	}
 	t.Cleanup(func() { st.Close() })
 	h := config.NewGuardHolder(c)
-	return startServerOver(t, Guarded(st, h)), h, st
+	return startServerOver(t, api.Guarded(st, h)), h, st
 }
 
 // Each guardrail refuses with 422 guardrail_violation, naming the rule and
@@ -66,7 +69,7 @@ func TestGuardrailsRefuse(t *testing.T) {
 				}
 			}
 			status, body := ts.do(t, "POST", "/v1/rules", c.body)
-			e := wantError(t, status, body, 422, CodeGuardrailViolation)
+			e := wantError(t, status, body, 422, api.CodeGuardrailViolation)
 			if e.Field != c.field || !strings.Contains(e.Message, "guardrail "+c.guard) || !strings.Contains(e.Message, "rule \"") {
 				t.Errorf("error %+v: want field %s and a message naming the rule and guardrail %s", e, c.field, c.guard)
 			}
@@ -89,7 +92,7 @@ func TestGuardrailsUpdatesBatchReload(t *testing.T) {
 		t.Fatalf("update under quota: %d %s", status, body)
 	}
 	status, body := ts.do(t, "POST", "/v1/rules/batch", `{"rules":[{"text":"`+ruleLimit+`"},{"text":"`+ruleOther+`"}]}`)
-	if e := wantError(t, status, body, 422, CodeGuardrailViolation); e.Field != "rules[1].text" {
+	if e := wantError(t, status, body, 422, api.CodeGuardrailViolation); e.Field != "rules[1].text" {
 		t.Errorf("batch field %q", e.Field)
 	}
 	h.Set(config.Guardrails{})
@@ -156,7 +159,7 @@ func (o observingRules) Upsert(ctx context.Context, in store.Input) (store.Rule,
 func TestGuardedEarly(t *testing.T) {
 	e := &fakeEarly{}
 	h := config.NewGuardHolder(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
-	g := GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
+	g := api.GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
 	ctx := context.Background()
 	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
 	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {

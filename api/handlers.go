@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/go-hclog"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -68,17 +69,17 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 		if errors.As(err, &de) {
 			msg = de.Error()
 		}
-		return newError(http.StatusConflict, CodeDeclared, "text", "%s", oneLine(msg))
+		return newError(http.StatusConflict, CodeDeclared, "text", "%s", OneLine(msg))
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
 	case errors.As(err, &ie):
 		field := requestField(ie)
-		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, oneLine(ie.Msg))
+		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, OneLine(ie.Msg))
 	case errors.Is(err, store.ErrInvalidInput):
-		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", oneLine(strings.TrimPrefix(err.Error(), "store: ")))
+		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", OneLine(strings.TrimPrefix(err.Error(), "store: ")))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
-		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", oneLine(err.Error()))
+		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", OneLine(err.Error()))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		s.log.Debug("request canceled", "method", r.Method, "path", r.URL.Path)
@@ -134,7 +135,7 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ruleList{Rules: make([]Rule, 0, len(stored))}
+	out := RuleList{Rules: make([]Rule, 0, len(stored))}
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
@@ -181,7 +182,7 @@ func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error
 	if s.opts.sendable != nil {
 		if err := s.opts.sendable(rule.Match); err != nil {
 			return store.Input{}, newError(http.StatusUnprocessableEntity, CodeUnsendable, field+"text",
-				"%s", oneLine(err.Error()))
+				"%s", OneLine(err.Error()))
 		}
 	}
 	in := store.Input{Rule: rule, Actor: actor, AllowUnknownSites: req.AllowUnknownSites}
@@ -265,7 +266,7 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	case OrderExpires:
 		byExpiry(rules)
 	}
-	out := ruleList{Order: order, Rules: make([]Rule, 0, len(rules))}
+	out := RuleList{Order: order, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
 		rule.ShadowedBy = shadowedBy[sr.ID]
@@ -315,7 +316,7 @@ func (s *Server) listPage(r *http.Request, state, order string) (int, any, error
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ruleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
+	out := RuleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
 		s.withDelivery(&rule, sr)
@@ -334,8 +335,8 @@ const (
 	OrderExpires    = "expires"    // soonest expiry first, rules that never expire last
 )
 
-// orderText says an order in words, as rule list prints it.
-func orderText(order string) string {
+// OrderText says an order in words, as rule list prints it.
+func OrderText(order string) string {
 	switch order {
 	case OrderPrecedence:
 		return "in precedence order: the order routers apply them (RFC 8955 §5.1), IPv4 then IPv6, then inactive rules newest first"
@@ -479,7 +480,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
-	out := eventList{Events: make([]Event, 0, len(evs))}
+	out := EventList{Events: make([]Event, 0, len(evs))}
 	for _, e := range evs {
 		out.Events = append(out.Events, eventFromStore(e))
 	}
@@ -488,7 +489,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 
 // getRIB handles GET /v1/rib: actual state, sorted by family then match.
 func (s *Server) getRIB(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	out := pathList{Paths: []Path{}}
+	out := PathList{Paths: []Path{}}
 	ok := s.rib.Paths(func(m flowspec.Match, a flowspec.Action) {
 		out.Paths = append(out.Paths, pathFromRIB(m, a))
 	})
@@ -510,9 +511,9 @@ func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) (int, any, err
 			return 0, nil, err
 		}
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "",
-			"BGP speaker: %s", oneLine(err.Error()))
+			"BGP speaker: %s", OneLine(err.Error()))
 	}
-	out := peerList{Peers: make([]Peer, 0, len(peers))}
+	out := PeerList{Peers: make([]Peer, 0, len(peers))}
 	for _, p := range peers {
 		out.Peers = append(out.Peers, peerFromBGP(p))
 	}
@@ -567,7 +568,7 @@ func decodeJSON(r *http.Request, v any, limit int64) error {
 		f = strings.Trim(f, `"`)
 		return newError(http.StatusBadRequest, CodeInvalidBody, f, "unknown field %q", f)
 	}
-	return newError(http.StatusBadRequest, CodeInvalidBody, "", "request body: %s", oneLine(msg))
+	return newError(http.StatusBadRequest, CodeInvalidBody, "", "request body: %s", OneLine(msg))
 }
 
 func jsonKind(goKind string) string {

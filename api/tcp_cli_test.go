@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -7,12 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/cli"
 )
 
 func clientMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := ClientMain(context.Background(), args, &stdout, &stderr)
+	code := cli.Main(context.Background(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -34,7 +37,7 @@ func TestCLIOverTCP(t *testing.T) {
 	t.Setenv("RIBKEEPER_TOKEN_FILE", "")
 	t.Setenv("RIBKEEPER_CACERT", "")
 	cert, key := selfSigned(t, t.TempDir())
-	ts := startTCP(t, TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
 	read, write := tokenFile(t, readSecret), tokenFile(t, writeSecret)
 
 	code, out, errOut := clientMain(t, "rule", "add", "--url", ts.url, "--token-file", read, "--ca-file", cert, "--ttl", "10m", ruleDiscard)

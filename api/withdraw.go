@@ -37,7 +37,7 @@ func (s *Server) withdrawMatch(w http.ResponseWriter, r *http.Request) (int, any
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ruleList{Rules: []Rule{}}
+	out := RuleList{Rules: []Rule{}}
 	for _, sr := range active {
 		if sr.Rule.Match != rule.Match || sr.WithdrawRequested {
 			continue
