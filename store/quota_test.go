@@ -139,4 +139,4 @@ func testWithdrawMany(t *testing.T, fresh freshFunc) {
 	if err != nil || len(h) != 2 || h[1].Kind != EventWithdrawRequested || h[1].Actor != "guardrail" || h[1].New["reason"] == "" {
 		t.Fatalf("history of rule %d: %+v, %v; want one withdraw_requested event by guardrail with the reason", want[0], h, err)
 	}
-	}
+}
