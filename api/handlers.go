@@ -321,26 +321,32 @@ func (s *Server) listPage(r *http.Request, state, order string) (int, any, error
 	default:
 		p.State = store.State(state)
 	}
-	rules, err := s.rules.ListPage(r.Context(), p)
-	if err != nil {
-		return 0, nil, err
-	}
-	out := ruleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
+	out := ruleList{Order: OrderID, Rules: []Rule{}}
 	id := scopeOf(r.Context())
-	for _, sr := range rules {
-		// A scoped token sees only the rules inside its prefixes; the
-		// cursor still moves over the others.
-		if !id.sees(sr.Rule.Match) {
-			continue
+	for {
+		rules, err := s.rules.ListPage(r.Context(), p)
+		if err != nil {
+			return 0, nil, err
 		}
-		rule := ruleFromStore(sr)
-		s.withDelivery(&rule, sr)
-		out.Rules = append(out.Rules, rule)
+		for _, sr := range rules {
+			// A scoped token sees only the rules inside its prefixes:
+			// its page is filled from the following ones.
+			if !id.sees(sr.Rule.Match) {
+				continue
+			}
+			rule := ruleFromStore(sr)
+			s.withDelivery(&rule, sr)
+			out.Rules = append(out.Rules, rule)
+			if len(out.Rules) == p.Limit {
+				out.Next = sr.ID
+				return http.StatusOK, out, nil
+			}
+		}
+		if len(rules) < p.Limit {
+			return http.StatusOK, out, nil // no more rules
+		}
+		p.After = rules[len(rules)-1].ID
 	}
-	if len(rules) == p.Limit {
-		out.Next = rules[len(rules)-1].ID
-	}
-	return http.StatusOK, out, nil
 }
 
 // The orders of GET /v1/rules (?order=).
