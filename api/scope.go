@@ -73,18 +73,29 @@ func (id *identity) prefixList() string {
 	return strings.Join(s, ", ")
 }
 
-// outside is the 403 for a rule (text or match) outside id's prefixes;
-// field is the request field at fault.
-func (id *identity) outside(m flowspec.Match, field, what string) *Error {
+// outside is the 403 for a rule outside id's prefixes: what names it ("the
+// rule" in a request, "rule 7" when stored) and field the request field at
+// fault.
+func (id *identity) outside(m flowspec.Match, field, what string, stored bool) *Error {
 	d, ok := m.Destination()
+	next := "use a destination inside them, or a token whose prefixes cover " + d.String()
+	switch {
+	case stored && ok:
+		next = "it is another scope's rule: ask someone whose token covers " + d.String()
+	case stored:
+		next = "it is another scope's rule: ask someone with an unscoped token"
+	}
 	if !ok {
+		if !stored {
+			next = `add "destination PREFIX" inside one of them`
+		}
 		return newError(http.StatusForbidden, CodeOutOfScope, field,
-			"token %q may act only on destinations inside %s; %s has no destination prefix, so it matches traffic to every address: add \"destination PREFIX\" inside one of them",
-			id.name, id.prefixList(), what)
+			"token %q may act only on destinations inside %s; %s has no destination prefix, so it matches traffic to every address: %s",
+			id.name, id.prefixList(), what, next)
 	}
 	return newError(http.StatusForbidden, CodeOutOfScope, field,
-		"token %q may act only on destinations inside %s; %s has destination %s, outside them: use a destination inside them, or a token whose prefixes cover %s",
-		id.name, id.prefixList(), what, d, d)
+		"token %q may act only on destinations inside %s; %s has destination %s, outside them: %s",
+		id.name, id.prefixList(), what, d, next)
 }
 
 // allowsWrite checks a rule a request is to store against id's prefixes
@@ -94,7 +105,7 @@ func (id *identity) allowsWrite(r flowspec.Rule, field string) *Error {
 		return nil
 	}
 	if !id.sees(r.Match) {
-		return id.outside(r.Match, field, "the rule")
+		return id.outside(r.Match, field, "the rule", false)
 	}
 	if len(id.actions) == 0 {
 		return nil
@@ -114,7 +125,7 @@ func (id *identity) checkSees(sr store.Rule) *Error {
 	if id.sees(sr.Rule.Match) {
 		return nil
 	}
-	return id.outside(sr.Rule.Match, "id", fmt.Sprintf("rule %d", sr.ID))
+	return id.outside(sr.Rule.Match, "id", fmt.Sprintf("rule %d", sr.ID), true)
 }
 
 // Whoami is the answer of GET /v1/whoami: who the request acts as and

@@ -232,9 +232,9 @@ func TestScopedTokenSeesOnlyItsScope(t *testing.T) {
 	}
 	// Withdrawing another scope's rule, by id or by text, is refused.
 	code, body = ss.do(t, custSecret, "DELETE", fmt.Sprintf("/v1/rules/%d", wide), "")
-	refused(t, "withdraw a wider rule", code, body, "destination 192.0.0.0/16, outside them")
+	refused(t, "withdraw a wider rule", code, body, "destination 192.0.0.0/16, outside them", "another scope's rule: ask someone whose token covers 192.0.0.0/16")
 	code, body = ss.do(t, custSecret, "DELETE", fmt.Sprintf("/v1/rules/%d", global), "")
-	refused(t, "withdraw a rule without destination", code, body, "no destination prefix")
+	refused(t, "withdraw a rule without destination", code, body, "no destination prefix", "ask someone with an unscoped token")
 	code, body = ss.do(t, custSecret, "POST", "/v1/rules/withdraw", `{"text":"match destination 198.51.100.7/32 then discard"}`)
 	refused(t, "withdraw by text", code, body, "198.51.100.7/32")
 	if r, _ := ss.st.Get(context.Background(), wide); r.WithdrawRequested {
