@@ -36,7 +36,8 @@ type Withdrawal struct {
 // and why, so rule show and rule history say why it went. Static rules
 // ([[rule]]) are left alone: the configuration that declares them was
 // checked when it loaded (CheckStatic). Rules expiring anyway are left to
-// expire.
+// expire, and a rule changed between the check and the withdrawal (e.g.
+// given a shorter TTL) is left for the next check.
 func Enforce(ctx context.Context, st Enforcer, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
 	rules, err := st.ActiveRules(ctx)
 	if err != nil {
@@ -69,7 +70,7 @@ func Enforce(ctx context.Context, st Enforcer, l *config.Guardrails, now time.Ti
 		if full.Origin != "" {
 			continue
 		}
-		items = append(items, store.WithdrawItem{ID: full.ID, Reason: withdrawReason(full.Reason, v)})
+		items = append(items, store.WithdrawItem{ID: full.ID, Reason: withdrawReason(full.Reason, v), UpdatedAt: full.UpdatedAt})
 		out = append(out, Withdrawal{Rule: full, Violation: v})
 	}
 	if len(items) == 0 {

@@ -124,12 +124,17 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 type WithdrawItem struct {
 	ID     int64
 	Reason string
+	// UpdatedAt, if set, is the rule's UpdatedAt as the caller read it:
+	// a rule changed since (e.g. given a shorter TTL) is left alone, as
+	// the caller's verdict was about what it read.
+	UpdatedAt time.Time
 }
 
 // WithdrawMany asks for every item's rule to be withdrawn, with its new
 // reason, in one transaction: all or none. Rules no longer active or
 // already on their way out are left alone. It returns the rules it
-// withdrew.
+// withdrew. Rules changed since the caller read them (WithdrawItem.UpdatedAt)
+// are left alone too.
 func (s *Store) WithdrawMany(ctx context.Context, items []WithdrawItem, actor string) ([]Rule, error) {
 	if len(items) == 0 {
 		return nil, nil
@@ -151,7 +156,8 @@ func (s *Store) WithdrawMany(ctx context.Context, items []WithdrawItem, actor st
 			if err != nil {
 				return false, fmt.Errorf("rule %d: %w", it.ID, err)
 			}
-			if old.State != Active || old.WithdrawRequested {
+			if old.State != Active || old.WithdrawRequested ||
+				!it.UpdatedAt.IsZero() && !old.UpdatedAt.Equal(normTime(it.UpdatedAt)) {
 				continue
 			}
 			reason := old.Reason

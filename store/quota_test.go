@@ -135,6 +135,22 @@ func testWithdrawMany(t *testing.T, fresh freshFunc) {
 			t.Errorf("rule %d after WithdrawMany: %+v, %v; want withdraw requested, reason %q", want[i], r, err, reason)
 		}
 	}
+	// A rule changed since the caller read it is left alone.
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 7, "discard"), Actor: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := r.UpdatedAt
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 7, "discard"), Reason: "changed", Actor: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.WithdrawMany(ctx, []WithdrawItem{{ID: r.ID, UpdatedAt: read}}, "guardrail"); err != nil || len(got) != 0 {
+		t.Errorf("WithdrawMany of a rule changed since it was read: %v, %v; want nothing withdrawn", ids(got), err)
+	}
+	now, _ := s.Get(ctx, r.ID)
+	if got, err := s.WithdrawMany(ctx, []WithdrawItem{{ID: r.ID, UpdatedAt: now.UpdatedAt}}, "guardrail"); err != nil || len(got) != 1 {
+		t.Errorf("WithdrawMany of a rule as read: %v, %v; want it withdrawn", ids(got), err)
+	}
 	h, err := s.History(ctx, want[0])
 	if err != nil || len(h) != 2 || h[1].Kind != EventWithdrawRequested || h[1].Actor != "guardrail" || h[1].New["reason"] == "" {
 		t.Fatalf("history of rule %d: %+v, %v; want one withdraw_requested event by guardrail with the reason", want[0], h, err)
