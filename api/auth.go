@@ -75,7 +75,7 @@ func newTokenSet(tokens []Token) (*tokenSet, error) {
 		case len(t.Secret) < 16:
 			return nil, fmt.Errorf("token %q: secret is shorter than 16 characters", t.Name)
 		case t.MaxActiveRules < 0:
-			return nil, fmt.Errorf("token %q: max_active_rules %d is negative", t.Name, t.MaxActiveRules)
+			return nil, fmt.Errorf("token %q: max_active_rules %d is negative: use a positive number, or 0 for no cap", t.Name, t.MaxActiveRules)
 		}
 		id := &identity{name: t.Name, role: t.Role, maxActive: t.MaxActiveRules}
 		for _, p := range t.Prefixes {
