@@ -35,6 +35,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -121,12 +122,30 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 		fmt.Fprintf(stderr, "ribkeeper %s: usage: ribkeeper %s --config FILE\n", name, name)
 		return nil, 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := loadChecked(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1
 	}
 	return cfg, 0
+}
+
+// loadChecked loads the configuration file at path and checks its static
+// rules ([[rule]]) against its guardrails (guard.CheckStatic): a static
+// rule a guardrail refuses is an error of the file, with its key and line.
+func loadChecked(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	var es config.Errors
+	for _, v := range guard.CheckStatic(&cfg.Guardrails, cfg.Rules) {
+		es = append(es, cfg.Problem(fmt.Sprintf("rule.%d.text", v.Index), "%s", v.Error()))
+	}
+	if len(es) > 0 {
+		return nil, es
+	}
+	return cfg, nil
 }
 
 // serve runs the daemon until ctx is cancelled or a part fails.
@@ -168,11 +187,11 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Recorder:           mx,
 	})
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
-	guards := config.NewGuardHolder(cfg.Guardrails)
+	guards := guard.New(cfg.Guardrails)
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.
 	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), st, &cfg.Guardrails, time.Now()); err != nil {
-		log.Error("checking active rules against the guardrails failed", "error", err)
+		log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
 	}
@@ -189,7 +208,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
 		for _, t := range cfg.API.Tokens {
-			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret})
+			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
+				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules})
 		}
 		// Fail before anything is announced, not after.
 		if err := api.CheckTCP(*tcp); err != nil {

@@ -39,9 +39,14 @@ type DiffItem struct {
 	State  string `json:"state,omitempty"`      // for retire and finish
 }
 
-func diffItems(items []reconcile.Item) []DiffItem {
+// diffItems are items as the API shows them to id: a scoped token sees
+// only the items inside its prefixes.
+func diffItems(id *identity, items []reconcile.Item) []DiffItem {
 	out := make([]DiffItem, 0, len(items))
 	for _, it := range items {
+		if !id.sees(it.Match) {
+			continue
+		}
 		d := DiffItem{ID: it.ID, Family: it.Match.Family().String(), Match: it.Match.String(), State: string(it.State)}
 		if it.Action.IsValid() {
 			d.Action = it.Action.String()
@@ -64,9 +69,16 @@ func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", err.Error())
 	}
+	id := scopeOf(r.Context())
+	adopted := 0
+	for _, it := range p.Adopt {
+		if id.sees(it.Match) {
+			adopted++
+		}
+	}
 	return http.StatusOK, Diff{
-		Add: diffItems(p.Add), Update: diffItems(p.Update), Withdraw: diffItems(p.Withdraw),
-		Retire: diffItems(p.Retire), Finish: diffItems(p.Finish), Adopted: len(p.Adopt), Capped: p.Capped,
+		Add: diffItems(id, p.Add), Update: diffItems(id, p.Update), Withdraw: diffItems(id, p.Withdraw),
+		Retire: diffItems(id, p.Retire), Finish: diffItems(id, p.Finish), Adopted: adopted, Capped: p.Capped,
 	}, nil
 }
 

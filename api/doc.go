@@ -10,7 +10,14 @@
 // and /metrics, role write everything; the token's name is the actor
 // recorded in the audit trail (401 unauthorized without a known token, 403
 // forbidden for a read token that tries to write). A TCP listener without
-// tokens is allowed on loopback only (actor "tcp"). Bodies are JSON objects with no unknown
+// tokens is allowed on loopback only (actor "tcp").
+//
+// A token may be scoped (Token.Prefixes, Actions, MaxActiveRules): it then
+// adds, sees and withdraws only rules whose destination lies wholly inside
+// one of its prefixes (rule list and show, history, diff and rib show it
+// nothing else), uses only its actions, and holds at most MaxActiveRules
+// active rules it wrote; the guardrails apply on top. A refusal is 403
+// out_of_scope naming the prefix, action or quota. Bodies are JSON objects with no unknown
 // fields, at most 1 MiB by default (413 body_too_large beyond). A request is
 // validated in full before anything is stored.
 //
@@ -43,6 +50,10 @@
 //	GET    /v1/peers                {"peers": [peer...]}: BGP neighbors and session state
 //	GET    /v1/status               {"peers": [...], "rules": {counts by state},
 //	                                "last_pass": {...}, "errors": [...]}: see Status
+//	GET    /v1/whoami               {"name", "role", "prefixes": [...], "actions": [...],
+//	                                "max_active_rules": N}: who the request acts as
+//	                                ("cli" over the socket) and its scope (empty
+//	                                lists and 0: unlimited)
 //	GET    /metrics                 Prometheus metrics (when WithMetrics is given)
 //
 // A rule is

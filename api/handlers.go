@@ -36,6 +36,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
+	mux.Handle("GET /v1/whoami", s.handle(s.getWhoami))
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
 	}
@@ -100,6 +101,9 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
+		return 0, nil, e
+	}
 	stored, created, err := s.rules.Upsert(r.Context(), in)
 	if err != nil {
 		return 0, nil, err
@@ -128,6 +132,9 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 		in, err := s.input(rr, fmt.Sprintf("rules[%d].", i), actor(r))
 		if err != nil {
 			return 0, nil, err
+		}
+		if e := scopeOf(r.Context()).allowsWrite(in.Rule, fmt.Sprintf("rules[%d].text", i)); e != nil {
+			return 0, nil, e
 		}
 		ins[i] = in
 	}
@@ -259,6 +266,9 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	if state != "" {
 		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
 	}
+	// A scoped token sees only the rules inside its prefixes.
+	id := scopeOf(r.Context())
+	rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return !id.sees(sr.Rule.Match) })
 	var shadowedBy map[int64]int64
 	switch order {
 	case OrderPrecedence:
@@ -312,20 +322,32 @@ func (s *Server) listPage(r *http.Request, state, order string) (int, any, error
 	default:
 		p.State = store.State(state)
 	}
-	rules, err := s.rules.ListPage(r.Context(), p)
-	if err != nil {
-		return 0, nil, err
+	out := RuleList{Order: OrderID, Rules: []Rule{}}
+	id := scopeOf(r.Context())
+	for {
+		rules, err := s.rules.ListPage(r.Context(), p)
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, sr := range rules {
+			// A scoped token sees only the rules inside its prefixes:
+			// its page is filled from the following ones.
+			if !id.sees(sr.Rule.Match) {
+				continue
+			}
+			rule := ruleFromStore(sr)
+			s.withDelivery(&rule, sr)
+			out.Rules = append(out.Rules, rule)
+			if len(out.Rules) == p.Limit {
+				out.Next = sr.ID
+				return http.StatusOK, out, nil
+			}
+		}
+		if len(rules) < p.Limit {
+			return http.StatusOK, out, nil // no more rules
+		}
+		p.After = rules[len(rules)-1].ID
 	}
-	out := RuleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
-	for _, sr := range rules {
-		rule := ruleFromStore(sr)
-		s.withDelivery(&rule, sr)
-		out.Rules = append(out.Rules, rule)
-	}
-	if len(rules) == p.Limit {
-		out.Next = rules[len(rules)-1].ID
-	}
-	return http.StatusOK, out, nil
 }
 
 // The orders of GET /v1/rules (?order=).
@@ -441,6 +463,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	if e := scopeOf(r.Context()).checkSees(sr); e != nil {
+		return 0, nil, e
+	}
 	out := ruleFromStore(sr)
 	s.withDelivery(&out, sr)
 	return http.StatusOK, out, nil
@@ -456,6 +481,9 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	cur, err := s.rules.Get(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
+	}
+	if e := scopeOf(r.Context()).checkSees(cur); e != nil {
+		return 0, nil, e
 	}
 	if cur.Origin != "" && cur.State == store.Active {
 		return 0, nil, &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
@@ -476,6 +504,15 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
+	if sc := scopeOf(r.Context()); sc != nil && len(sc.prefixes) > 0 {
+		sr, err := s.rules.Get(r.Context(), id)
+		if err != nil {
+			return 0, nil, err
+		}
+		if e := sc.checkSees(sr); e != nil {
+			return 0, nil, e
+		}
+	}
 	evs, err := s.rules.History(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
@@ -490,7 +527,11 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 // getRIB handles GET /v1/rib: actual state, sorted by family then match.
 func (s *Server) getRIB(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	out := PathList{Paths: []Path{}}
+	id := scopeOf(r.Context())
 	ok := s.rib.Paths(func(m flowspec.Match, a flowspec.Action) {
+		if !id.sees(m) {
+			return // a scoped token sees only its prefixes
+		}
 		out.Paths = append(out.Paths, pathFromRIB(m, a))
 	})
 	if !ok {

@@ -33,6 +33,9 @@ func (s *Server) withdrawMatch(w http.ResponseWriter, r *http.Request) (int, any
 	if err != nil {
 		return 0, nil, ruleTextError("text", err)
 	}
+	if id := scopeOf(r.Context()); !id.sees(rule.Match) {
+		return 0, nil, id.outside(rule.Match, "text", "the rule", false)
+	}
 	active, err := s.rules.List(r.Context(), store.Active)
 	if err != nil {
 		return 0, nil, err

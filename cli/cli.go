@@ -43,6 +43,7 @@ var commands = []command{
 	{"peers", "[--json]", "Show the BGP sessions and their state."},
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
 	{"diff", "[--json]", "Show what the next reconcile pass would change."},
+	{"whoami", "[--json]", "Show who the API sees (the token's name over TCP) and what it may do: role, prefixes, actions, quota."},
 	{"shutdown", "[--withdraw] [--timeout 2m]",
 		"Stop the daemon (control socket only). Without --withdraw, routers with graceful restart keep every rule until the next start, as on SIGTERM; " +
 			"--withdraw first withdraws every rule from every router and waits until they were sent."},
@@ -230,6 +231,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.status(ctx, args[1:])
 	case "diff":
 		return c.diff(ctx, args[1:])
+	case "whoami":
+		return c.whoami(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
 	}
@@ -519,6 +522,38 @@ func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 		t.row(e.At.Local().Format(time.RFC3339), e.Kind, e.Actor, e.Site, changes(e.Old, e.New))
 	}
 	return t.flush()
+}
+
+func (c *cli) whoami(ctx context.Context, args []string) error {
+	fs := c.flagSet("whoami")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("whoami", "unexpected argument %q", pos[0])
+	}
+	w, err := c.client.Whoami(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(w)
+	}
+	or := func(l []string, all string) string {
+		if len(l) == 0 {
+			return all
+		}
+		return strings.Join(l, ", ")
+	}
+	quota := "none of its own (the guardrails apply)"
+	if w.MaxActiveRules > 0 {
+		quota = fmt.Sprintf("%d active rules it wrote (the guardrails apply on top)", w.MaxActiveRules)
+	}
+	fmt.Fprintf(c.stdout, "name:      %s\nrole:      %s\nprefixes:  %s\nactions:   %s\nquota:     %s\n",
+		w.Name, w.Role, or(w.Prefixes, "every destination"), or(w.Actions, "every action"), quota)
+	return nil
 }
 
 func (c *cli) rib(ctx context.Context, args []string) error {

@@ -227,6 +227,13 @@ func (c *Client) Peers(ctx context.Context) ([]api.Peer, error) {
 	return out.Peers, err
 }
 
+// Whoami returns who the daemon sees making the request and its scope.
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var out api.Whoami
+	_, err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
+	return out, err
+}
+
 // Status returns the daemon's status: peers, rule counts, last pass.
 func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	var out api.Status

@@ -37,6 +37,8 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
 	t.Run("StaticRulesChangeOnlyFromTheirOrigin", func(t *testing.T) { testOrigin(t, fresh) })
 	t.Run("SitesMigrationKeepsReportingSites", func(t *testing.T) { testSitesMigration(t, fresh) })
+	t.Run("QuotaCountsMatchTheRules", func(t *testing.T) { testQuotaCounts(t, fresh) })
+	t.Run("WithdrawManyAllInOneTransaction", func(t *testing.T) { testWithdrawMany(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -533,11 +535,12 @@ func testReencode(t *testing.T, fresh freshFunc) {
 			t.Fatal(err)
 		}
 	}
+	undoDestination(t, s)
 	if _, err := w.exec(ctx, `DELETE FROM schema_migrations WHERE version >= 4`); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = open(t, cfg, "a") // runs migration 4 again
+	s = open(t, cfg, "a") // runs migration 4 (and 5) again
 	for _, c := range []struct {
 		id   int64
 		want flowspec.Rule

@@ -12,8 +12,8 @@ import (
 // inserts nothing. Each engine words it so that an update takes no id from
 // the sequence (engine.insertRule): ids go to new rules only.
 const insertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
@@ -159,7 +159,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin}
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin, destinationKey(e.in.Rule.Match)}
 }
 
 // created returns the rule e just inserted as id and records its history.
