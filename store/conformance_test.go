@@ -21,6 +21,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
 	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
 	t.Run("FinishManyPerItem", func(t *testing.T) { testFinishMany(t, fresh) })
+	t.Run("FinishClearsThisSitesAnnounced", func(t *testing.T) { testFinishClearsAnnounced(t, fresh) })
 	t.Run("ExpiryFromTwoInstances", func(t *testing.T) { testExpiry(t, fresh) })
 	t.Run("ConcurrentUpsertsOfOneMatch", func(t *testing.T) { testConcurrentUpsert(t, fresh) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, fresh) })
@@ -1093,5 +1094,43 @@ func testSitesMigration(t *testing.T, fresh freshFunc) {
 	}
 	if g, err := s.Get(ctx, 1); err != nil || g.Origin != "" || g.Rule != r {
 		t.Fatalf("old rule after the migrations: %+v, %v", g, err)
+	}
+}
+
+// A rule finishes once this site's reconciler saw its path gone: this
+// site's status says not announced from then on, also when another site
+// finished the rule first; the other site's status is its own.
+func testFinishClearsAnnounced(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{a, b} {
+		if err := s.SetStatus(ctx, []int64{r.ID}, true, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Withdraw(ctx, r.ID, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := a.FinishMany(ctx, []FinishItem{{ID: r.ID, State: Withdrawn}}); err != nil || errs[0] != nil {
+		t.Fatalf("FinishMany at a: %v %v", errs, err)
+	}
+	if g, _ := a.Get(ctx, r.ID); g.State != Withdrawn || g.Announced {
+		t.Fatalf("at a after its finish: state %s, announced %v; want withdrawn, not announced", g.State, g.Announced)
+	}
+	if g, _ := b.Get(ctx, r.ID); !g.Announced {
+		t.Fatal("b's status changed by a's finish")
+	}
+	// b finds the rule final already: its own finish is a no-op for the
+	// rule and still clears b's status.
+	if errs, err := b.FinishMany(ctx, []FinishItem{{ID: r.ID, State: Withdrawn}}); err != nil || errs[0] != nil {
+		t.Fatalf("FinishMany at b: %v %v", errs, err)
+	}
+	if g, _ := b.Get(ctx, r.ID); g.Announced {
+		t.Fatal("b still says announced after its own finish")
 	}
 }
