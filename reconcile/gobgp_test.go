@@ -181,9 +181,17 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	}
 	r.runPass(ctx, true, nil)
 	settle("initial convergence")
-	if res := settle("a quiet pass"); !res.Skipped || res.Adopted != n {
-		t.Fatalf("nothing changed, pass = %+v", res)
-	}
+	// Once the mirror's events for what was announced have all arrived
+	// (they come from GoBGP's goroutines, later on a loaded machine), a
+	// pass with nothing changed skips the comparison.
+	eventually(t, 30*time.Second, "a skipped pass", func() bool {
+		r.runPass(ctx, false, nil)
+		res := r.LastPass()
+		if res.Changed() {
+			t.Fatalf("nothing changed, yet the pass changed something: %+v", res)
+		}
+		return res.Skipped && res.Adopted == n
+	})
 	if !maps.Equal(ribOf(sp), desiredOf(t, st)) {
 		t.Fatal("RIB differs from desired state")
 	}
