@@ -1,0 +1,54 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// The status reporter writes only statuses that differ from what the
+// store holds, one write per distinct status, and records only what was
+// written: a failed write is tried again by the next report.
+func TestStatusReporter(t *testing.T) {
+	st := newFakeStore()
+	var rows []store.Rule
+	for i := range 4 {
+		id := st.add(testRule(t, i, discard()), time.Time{})
+		rows = append(rows, st.get(id))
+	}
+	var src source
+	src.load(rows)
+	ctx := context.Background()
+
+	var b statusBatch
+	b.set(rows[0].ID, true, "")
+	b.set(rows[1].ID, true, "")
+	b.set(rows[2].ID, false, "speaker busy")
+	b.set(rows[3].ID, false, "") // what the store holds already
+	writes, err := b.flush(ctx, st, &src, time.Now)
+	if err != nil || writes != 2 {
+		t.Fatalf("flush: %d writes, %v; want one per distinct changed status (2)", writes, err)
+	}
+	if g := st.get(rows[0].ID); !g.Announced || st.get(rows[2].ID).LastError != "speaker busy" {
+		t.Fatalf("statuses not written: %+v", g)
+	}
+	// Unchanged: nothing to write.
+	if writes, _ := b.flush(ctx, st, &src, time.Now); writes != 0 {
+		t.Fatalf("second flush of the same statuses wrote %d times", writes)
+	}
+	// A failed write is not recorded as the store's: the next report
+	// writes it.
+	st.writeErr = errors.New("database is locked")
+	var c statusBatch
+	c.set(rows[3].ID, true, "")
+	if _, err := c.flush(ctx, st, &src, time.Now); err == nil {
+		t.Fatal("flush did not report the failed write")
+	}
+	st.writeErr = nil
+	if writes, err := c.flush(ctx, st, &src, time.Now); err != nil || writes != 1 || !st.get(rows[3].ID).Announced {
+		t.Fatalf("retry after a failed write: %d writes, %v", writes, err)
+	}
+}
