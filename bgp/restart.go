@@ -96,13 +96,16 @@ func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
 		}
 		paths = paths[:0]
 	}
+	var moved []flowspec.Match
 	for _, r := range rules {
 		var p *apiutil.Path
 		var err error
 		if r.Match.Family().IsRoute() {
 			p, err = routePath(r.Match, r.Action) // the next hop as found
 		} else {
-			p, err = s.announcePath(r)
+			var mv []flowspec.Match
+			p, mv, err = s.announcePath(r)
+			moved = append(moved, mv...)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -116,6 +119,9 @@ func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
 	if len(paths) > 0 {
 		flush()
 	}
+	// Rules a later rule displaced under a cap were built with their
+	// earlier tags; no peer is added yet, so this sends nothing twice.
+	s.announceMoved(ctx, s.srv, moved)
 	if len(errs) > 0 {
 		return fmt.Errorf("%d paths not loaded, first: %w", len(errs), errs[0])
 	}

@@ -56,6 +56,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/profile"
 )
 
 // DefaultCallTimeout bounds each GoBGP API call when Config.CallTimeout is 0.
@@ -149,6 +150,11 @@ type Neighbor struct {
 	// MultihopTTL enables eBGP multihop with this TTL (0: directly
 	// connected, TTL 1, for eBGP).
 	MultihopTTL uint8
+	// Profile names the router profile (package profile) that decides
+	// which rules this neighbor can take; "" is the permissive generic.
+	// Rules the profile refuses, or its rule cap leaves out, are never
+	// sent to it (holdback.go).
+	Profile string
 	// Password enables TCP MD5 (RFC 2385) with this key (at most 80 bytes).
 	// Start fails if the key cannot be installed. Go 1.24+ makes listeners
 	// Multipath TCP by default and Linux refuses MD5 on those: a binary
@@ -173,6 +179,7 @@ type Speaker struct {
 	attrs  attrCache
 	// delivery and restarts: see delivery.go and restart.go.
 	delivery deliveryTable
+	hold     holdState
 	restarts restartState
 	routes   routeState
 	peers    peerTable
@@ -184,6 +191,8 @@ type Speaker struct {
 	peersStarted bool                // StartPeers ran (or Start without HoldPeers)
 	added        map[netip.Addr]bool // neighbors added to the current server
 	dynAdded     bool                // peer groups and dynamic neighbors too
+	nbSets       map[string][]string // the export policy's neighbor sets as installed
+	tomb4, tomb6 []gobgp.PathAttributeInterface
 
 	// GoBGP only logs some failures; the log adapter reports them here.
 	md5mu     sync.Mutex
@@ -299,6 +308,16 @@ func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
 		return err
 	}
 	if err := s.installImportPolicy(ctx, srv); err != nil {
+		return err
+	}
+	if err := s.installExportPolicy(ctx, srv); err != nil {
+		return err
+	}
+	pc, use := classesOf(&s.cfg)
+	s.hold.reset(use, pc, false)
+	s.tomb4 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS4, s.tagAttr(tombBit)}
+	s.tomb6 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS6, s.tagAttr(tombBit)}
+	if _, err := s.syncNeighborSets(ctx, &s.cfg); err != nil {
 		return err
 	}
 	// Loaded before the watch, so that the mirror's snapshot holds them
@@ -574,12 +593,18 @@ func (c *Config) validate() error {
 				return fmt.Errorf("%s: unknown family %d", where, f)
 			}
 		}
+		if _, err := profile.Lookup(n.Profile); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		seen[n.Address.Unmap()] = true
 	}
 	groups := map[string]bool{}
 	for _, g := range c.PeerGroups {
 		if g.Name == "" || groups[g.Name] || g.ASN == 0 {
 			return fmt.Errorf("bgp: config: peer group %q: empty or duplicate name, or asn 0", g.Name)
+		}
+		if _, err := profile.Lookup(g.Profile); err != nil {
+			return fmt.Errorf("bgp: config: peer group %q: %w", g.Name, err)
 		}
 		groups[g.Name] = true
 	}
