@@ -84,6 +84,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg == nil {
 			return code
 		}
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes)\n",
 			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist))
 		return 0

@@ -167,3 +167,28 @@ func TestFlowspecDecode(t *testing.T) {
 		}
 	}
 }
+
+// check-config warns (exit 0) about a neighbor without a router profile
+// and refuses (exit 1) an unknown one.
+func TestCheckConfigProfile(t *testing.T) {
+	base := `[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+
+[[neighbor]]
+address = "127.0.0.2"
+asn = 65001
+`
+	code, out, errOut := runMain(t, "check-config", "--config", writeFile(t, base))
+	if code != 0 || !strings.Contains(out, ": ok") || !strings.Contains(errOut, "warning: neighbor 127.0.0.2 has no profile") {
+		t.Errorf("no profile: exit %d, stdout %q, stderr %q; want ok and a warning", code, out, errOut)
+	}
+	code, _, errOut = runMain(t, "check-config", "--config", writeFile(t, base+`profile = "frr"`+"\n"))
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("profile frr: exit %d, stderr %q; want ok without a warning", code, errOut)
+	}
+	code, _, errOut = runMain(t, "check-config", "--config", writeFile(t, base+`profile = "cisco"`+"\n"))
+	if code != 1 || !strings.Contains(errOut, `neighbor[1].profile: "cisco" is not a router profile: use one of bird, eos, exabgp, frr, generic, iosxr, junos`) {
+		t.Errorf("unknown profile: exit %d, stderr %q", code, errOut)
+	}
+}

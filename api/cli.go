@@ -412,6 +412,11 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, r := range rules {
+		for _, n := range r.NotSent {
+			fmt.Fprintf(c.stderr, "rule %d %s\n", r.ID, n)
+		}
+	}
+	for _, r := range rules {
 		if r.ShadowedBy != 0 {
 			fmt.Fprintf(c.stderr, "warning: rule %d never applies: rule %d comes first in the routers' order (RFC 8955 §5.1) and matches all of its traffic with a final action\n", r.ID, r.ShadowedBy)
 		}
@@ -473,6 +478,9 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 			peers = "none"
 		}
 		t.row("delivered to:", r.AnnouncedTo+" peers: "+peers)
+	}
+	for _, n := range r.NotSent {
+		t.row("held back:", n)
 	}
 	t.row("last error:", lastErr)
 	return t.flush()

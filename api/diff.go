@@ -89,6 +89,15 @@ func (s *Server) withDelivery(out *Rule, r store.Rule) {
 	peers, total := d.Delivery(r.Rule.Match)
 	out.Peers = nonNil(peers)
 	out.AnnouncedTo = fmt.Sprintf("%d/%d", len(peers), total)
+	if h, ok := s.rib.(HeldBacker); ok {
+		out.NotSent = h.NotSent(r.Rule.Match)
+	}
+}
+
+// HeldBacker says why a rule is not sent to some peers (implemented by
+// *bgp.Speaker: router profiles).
+type HeldBacker interface {
+	NotSent(m flowspec.Match) []string
 }
 
 // Diff returns what the next reconcile pass would change.

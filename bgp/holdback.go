@@ -99,8 +99,8 @@ func classOf(name string) int {
 // holdState is which rules are held back from which profile's peers.
 type holdState struct {
 	mu   sync.Mutex
-	use  uint8                 // classes configured on some neighbor or peer group
-	caps [7]*profile.Cap       // per class in use with a rule cap
+	use  uint8           // classes configured on some neighbor or peer group
+	caps [7]*profile.Cap // per class in use with a rule cap
 	// refused and capOut hold, per FlowSpec rule announced, the classes
 	// whose profile refuses it and whose cap leaves it out (non-zero
 	// entries only).
