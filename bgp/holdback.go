@@ -32,9 +32,12 @@ import (
 //     RoutingPolicy.ApplyPolicy returns a withdrawal unchanged ("if
 //     before.IsWithdraw { return before }"), so filterpath sends it to
 //     every established peer of the family, whatever the tags. FRR 8.4
-//     resets the session while parsing such a withdrawn NLRI (measured).
-//     So a rule that some profile in use cannot take is never deleted:
-//     Withdraw replaces its path with a tombstone, the same NLRI with a
+//     resets the session while parsing such a withdrawn NLRI (measured;
+//     TestHoldBackFRR fails that way when Withdraw deletes instead). A
+//     withdrawal carries the NLRI only, so what matters is whether some
+//     profile in use refuses the match itself, whatever the action
+//     (nlriRefused): such a rule is never deleted; Withdraw replaces its
+//     path with a tombstone, the same NLRI with a
 //     tombstone tag that the export policy rejects for every peer. That
 //     is an implicit withdrawal, and for those filterpath does apply the
 //     policy to both sides: the new path (tombstone) is rejected, so it
@@ -229,9 +232,26 @@ func (h *holdState) place(r flowspec.Rule) (mask uint8, moved []flowspec.Match) 
 	return ref | out, moved
 }
 
+// nlriRefused reports whether some profile in use refuses the match m
+// itself (an operator, component or item count; not an action): a
+// router of that profile cannot even parse a withdrawal of m. It depends
+// on m and the profiles in use only, not on what was announced, so a
+// withdrawal racing an announcement of the same rule still decides right.
+// Called with mu held.
+func (h *holdState) nlriRefused(m flowspec.Match) bool {
+	r := flowspec.Rule{Match: m, Action: flowspec.Discard()}
+	for i, p := range restrictive {
+		if h.use&(1<<i) != 0 && p.Check(r) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // remove records m as withdrawn. tomb reports that some profile in use
-// cannot take m: its path must be replaced by a tombstone, not deleted.
-// moved are the rules a cap now keeps instead (to announce again).
+// cannot parse m (nlriRefused): its path must be replaced by a
+// tombstone, not deleted. moved are the rules a cap now keeps instead
+// (to announce again).
 func (h *holdState) remove(m flowspec.Match) (tomb bool, moved []flowspec.Match) {
 	if m.Family().IsRoute() {
 		return false, nil
@@ -241,7 +261,7 @@ func (h *holdState) remove(m flowspec.Match) (tomb bool, moved []flowspec.Match)
 	if h.refused == nil {
 		return false, nil
 	}
-	tomb = h.refused[m] != 0
+	tomb = h.nlriRefused(m)
 	for _, c := range h.caps {
 		if c == nil {
 			continue

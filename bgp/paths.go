@@ -224,14 +224,20 @@ func (s *Speaker) addPaths(ctx context.Context, srv *server.BgpServer, paths []*
 // Withdraw deletes the local paths whose NLRIs are ms. Withdrawing a path
 // that is not there is not an error. errs[i] is the outcome for ms[i].
 func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
-	errs := make([]error, len(ms))
 	srv, err := s.running()
 	if err != nil {
+		errs := make([]error, len(ms))
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
+	return s.withdrawOn(ctx, srv, ms)
+}
+
+// withdrawOn is Withdraw on srv (StopWithdrawn holds mu).
+func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []flowspec.Match) []error {
+	errs := make([]error, len(ms))
 	paths := make([]*apiutil.Path, 0, min(len(ms), batchSize))
 	idx := make([]int, 0, cap(paths))
 	var routes []flowspec.Match
@@ -269,7 +275,7 @@ func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
 		}
 		if m.Family().IsRoute() {
 			routes = append(routes, m)
-		} else if s.hold.tombstoned(m) {
+		} else if _, inRIB := s.Lookup(m); !inRIB && s.hold.tombstoned(m) {
 			continue // withdrawn from every peer already
 		} else {
 			tomb, mv := s.hold.remove(m)

@@ -417,9 +417,23 @@ func (s *Speaker) StopWithdrawn(ctx context.Context) error {
 		return ErrNotRunning
 	}
 	srv := s.srv
-	err := s.call(ctx, "withdraw all", func() error {
-		return srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true})
-	})
+	var err error
+	if s.hold.inUse() == 0 {
+		err = s.call(ctx, "withdraw all", func() error {
+			return srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true})
+		})
+	} else {
+		// With router profiles in use, deleting everything would send
+		// every router the withdrawals of rules it was never sent, some
+		// of which it cannot parse (holdback.go): withdraw rule by rule.
+		s.mirror.mu.RLock()
+		ms := make([]flowspec.Match, 0, len(s.mirror.paths))
+		for m := range s.mirror.paths {
+			ms = append(ms, m)
+		}
+		s.mirror.mu.RUnlock()
+		err = errors.Join(s.withdrawOn(ctx, srv, ms)...)
+	}
 	if err == nil {
 		err = s.waitAdjOutEmpty(ctx, srv)
 	}

@@ -142,6 +142,22 @@ func TestHoldBackFRR(t *testing.T) {
 	if f := peerFlaps(t, d, frrAddr); f != 0 {
 		t.Errorf("ribkeeper counts %d flaps of the FRR session", f)
 	}
+
+	// shutdown --withdraw takes every rule off every router, FRR included,
+	// without sending FRR a withdrawal it cannot parse: FRR's session ends
+	// with ribkeeper's Cease, not with its own UPDATE error.
+	if out, errOut, code := d.cli("shutdown", "--withdraw"); code != 0 {
+		t.Fatalf("shutdown --withdraw: exit %d: %s%s", code, out, errOut)
+	}
+	waitFor(t, 30*time.Second, "FRR session closed", func() bool { return !fr.Established(rk) })
+	s, err := fr.Neighbor(rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(s.LastError, "UPDATE Message Error") || !strings.Contains(s.LastReset, "received") {
+		t.Errorf("FRR's session ended with last reset %q, last error %q; want a NOTIFICATION received (ribkeeper's Cease)", s.LastReset, s.LastError)
+	}
+	t.Logf("FRR after shutdown --withdraw: last reset %q, last error %q", s.LastReset, s.LastError)
 }
 
 type profileNeighbor struct {
