@@ -14,7 +14,7 @@ import (
 // heldSpeaker is a speaker whose peers' router profiles hold rules back.
 type heldSpeaker struct{ peers []bgp.PeerStatus }
 
-func (h heldSpeaker) Peers(context.Context) ([]bgp.PeerStatus, error) { return h.peers, nil }
+func (h heldSpeaker) Peers(context.Context) ([]bgp.PeerStatus, error)  { return h.peers, nil }
 func (h heldSpeaker) Paths(func(flowspec.Match, flowspec.Action)) bool { return true }
 
 // ribkeeper_peer_rules_held_back counts per peer, labelled with its
