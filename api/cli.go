@@ -576,14 +576,18 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 // peerTable prints the sessions, then for each one that is not
 // established (or has flapped) why, as `birdc show protocols all` does.
 func peerTable(w io.Writer, peers []Peer) error {
-	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FLAPS", "FAMILIES")
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "FLAPS", "FAMILIES", "PROFILE")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
 			uptime = shortDuration(time.Duration(p.UptimeSeconds) * time.Second)
 		}
+		profile := p.Profile
+		if profile == "" {
+			profile = "-"
+		}
 		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
-			strconv.Itoa(p.Sent), strconv.Itoa(p.Flaps), strings.Join(p.Families, ","))
+			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile)
 	}
 	if err := t.flush(); err != nil {
 		return err

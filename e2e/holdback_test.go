@@ -89,6 +89,18 @@ func TestHoldBackFRR(t *testing.T) {
 	ordinary := []string{"10.30.1.0/24", "10.30.2.0/24", "10.30.3.0/24"}
 	all := append(slices.Clone(ordinary), "10.30.11.0/24", "10.30.12.0/24", "10.30.13.0/24")
 	expect("after adding", all, ordinary)
+	// The hold-back tags are stripped from what is sent.
+	routes, err := br.Routes("ft4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for net, rt := range routes {
+		for k, v := range rt.Attrs {
+			if strings.Contains(k, "large_community") || strings.Contains(k, "BGP.32") {
+				t.Errorf("BIRD got %s with %s: %s (ribkeeper's hold-back tags must not be sent)", net, k, v)
+			}
+		}
+	}
 
 	// rule show says where each rule went and why not to FRR.
 	for _, r := range rules {
