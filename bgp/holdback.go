@@ -50,14 +50,21 @@ import (
 //     the table destination any withdrawn NLRI leaves behind; Leaked
 //     counts tombstones among those. Announcing the rule again replaces
 //     the tombstone (implicit, so again per-peer correct).
-//  4. A rule held back only by a cap is parseable by that router, so its
-//     plain withdrawal is harmless (a withdrawal of an unknown NLRI is
-//     ignored) and it is deleted normally. When the cap's choice moves
-//     (a rule sorting earlier displaces the last one kept, or a removal
-//     lets the next one in), the moved rule is announced again with its
-//     new tags: an implicit replacement, which filterpath turns into a
-//     withdrawal (old accepted, new rejected) or an announcement for that
-//     peer alone.
+//  4. A rule held back only by a cap, or only for its action, is
+//     parseable by that router, so its plain withdrawal is harmless (a
+//     withdrawal of an NLRI the router does not hold is ignored) and it is
+//     deleted normally. When the cap's choice moves (a rule sorting
+//     earlier displaces the last one kept, or a removal lets the next one
+//     in), the moved rule is announced again with its new tags: an
+//     implicit replacement, which filterpath turns into a withdrawal (old
+//     accepted, new rejected) or an announcement for that peer alone. A
+//     displaced rule goes into the same AddPath call just before the rule
+//     that displaces it, a promoted one after the withdrawal that frees
+//     its place: GoBGP handles a call's paths in order
+//     (AddPath → addPathList → propagateUpdate per path) and queues them
+//     to the peer in that order, and table.CreateUpdateMsgFromPaths packs
+//     withdrawals before announcements, so the capped router never holds
+//     more than its cap. TestHoldBackCapBIRD checks the choice with BIRD.
 //  5. A neighbor whose profile changes is deleted and added again
 //     (Reconfigure); the neighbor sets are updated before it is added,
 //     and after a change the other peers of the set get a soft reset out
@@ -187,16 +194,19 @@ func (h *holdState) outOf(m flowspec.Match) uint8 {
 
 // place records r as announced and returns its mask (the classes that
 // must not get it) and the other rules whose mask changed because a cap's
-// choice moved: they must be announced again with their new tags.
-func (h *holdState) place(r flowspec.Rule) (mask uint8, moved []flowspec.Match) {
+// choice moved: they must be announced again with their new tags,
+// displaced ones (a capped router loses them) before r, so that the
+// router never holds more than its cap, promoted ones (r left a cap, they
+// take its place) after r.
+func (h *holdState) place(r flowspec.Rule) (mask uint8, displaced, promoted []flowspec.Match) {
 	m := r.Match
 	if m.Family().IsRoute() {
-		return 0, nil
+		return 0, nil, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.refused == nil {
-		return 0, nil
+		return 0, nil, nil
 	}
 	delete(h.tombs, m)
 	var ref uint8
@@ -210,16 +220,17 @@ func (h *holdState) place(r flowspec.Rule) (mask uint8, moved []flowspec.Match) 
 		if c == nil {
 			continue
 		}
-		var changed []flowspec.Match
 		if ref&(1<<i) == 0 {
-			changed = c.Add(m)
+			for _, d := range c.Add(m) {
+				h.setMask(d, h.refused[d], h.outOf(d))
+				displaced = append(displaced, d)
+			}
 			inCap = true
 		} else {
-			changed = c.Remove(m)
-		}
-		for _, d := range changed {
-			h.setMask(d, h.refused[d], h.outOf(d))
-			moved = append(moved, d)
+			for _, d := range c.Remove(m) {
+				h.setMask(d, h.refused[d], h.outOf(d))
+				promoted = append(promoted, d)
+			}
 		}
 	}
 	if inCap {
@@ -229,7 +240,7 @@ func (h *holdState) place(r flowspec.Rule) (mask uint8, moved []flowspec.Match) 
 	}
 	out := h.outOf(m)
 	h.setMask(m, ref, out)
-	return ref | out, moved
+	return ref | out, displaced, promoted
 }
 
 // nlriRefused reports whether some profile in use refuses the match m

@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -159,9 +160,9 @@ func TestHoldStateCap(t *testing.T) {
 	var last flowspec.Match
 	for i := range p.MaxRules + 1 {
 		r := rule(fmt.Sprintf("destination 10.%d.%d.0/24", i/256, i%256))
-		mask, moved := h.place(r)
-		if len(moved) != 0 {
-			t.Fatalf("rule %d moved %v", i, moved)
+		mask, displaced, promoted := h.place(r)
+		if len(displaced)+len(promoted) != 0 {
+			t.Fatalf("rule %d moved %v %v", i, displaced, promoted)
 		}
 		if (mask != 0) != (i == p.MaxRules) {
 			t.Fatalf("rule %d: mask %#x", i, mask)
@@ -174,9 +175,20 @@ func TestHoldStateCap(t *testing.T) {
 		t.Errorf("held %d, want 1", got)
 	}
 	host := rule("destination 10.0.0.1/32")
-	mask, moved := h.place(host)
-	if mask != 0 || len(moved) != 1 || moved[0] != last || h.maskOf(last) != 1<<c {
-		t.Fatalf("more specific rule: mask %#x, moved %v (want %s held back)", mask, moved, last)
+	mask, displaced, promoted := h.place(host)
+	if mask != 0 || len(displaced) != 1 || displaced[0] != last || len(promoted) != 0 || h.maskOf(last) != 1<<c {
+		t.Fatalf("more specific rule: mask %#x, displaced %v, promoted %v (want %s displaced)", mask, displaced, promoted, last)
+	}
+	// Its action changing to one iosxr refuses takes it out of the cap:
+	// the displaced rule is promoted back, and displaced again when the
+	// action changes back.
+	host.Action = flowspec.RedirectIP(netip.MustParseAddr("192.0.2.1"))
+	if mask, displaced, promoted := h.place(host); mask != 1<<c || len(displaced) != 0 || len(promoted) != 1 || promoted[0] != last || h.maskOf(last) != 0 {
+		t.Fatalf("refused action: mask %#x, displaced %v, promoted %v", mask, displaced, promoted)
+	}
+	host.Action = flowspec.Discard()
+	if mask, displaced, _ := h.place(host); mask != 0 || len(displaced) != 1 || displaced[0] != last {
+		t.Fatalf("action back: mask %#x, displaced %v", mask, displaced)
 	}
 	if r, m, ok := h.again(last); !ok || m != 1<<c || r.Action != flowspec.Discard() {
 		t.Errorf("again(%s) = %v %#x %v", last, r, m, ok)
@@ -194,10 +206,68 @@ func TestHoldStateCap(t *testing.T) {
 	// A rule the profile refuses is not in the cap and is a tombstone on
 	// withdrawal; it does not count against the cap.
 	ne := rule("destination 10.0.0.2/32 protocol ==6 ==17 port ==1 ==2 destination-port ==1 ==2 source-port ==1 ==2 packet-length ==1 ==2 dscp ==1 ==2")
-	if mask, moved := h.place(ne); mask != 1<<c || len(moved) != 0 {
-		t.Errorf("refused rule: mask %#x, moved %v", mask, moved)
+	if mask, displaced, promoted := h.place(ne); mask != 1<<c || len(displaced)+len(promoted) != 0 {
+		t.Errorf("refused rule: mask %#x, moved %v %v", mask, displaced, promoted)
 	}
 	if tomb, _ := h.remove(ne.Match); !tomb || !h.tombstoned(ne.Match) {
 		t.Error("refused rule not tombstoned on withdrawal")
+	}
+}
+
+// TestHoldBackCapBIRD: BIRD configured with the iosxr profile (3,000
+// rules) gets the first 3,000 in precedence order; a more specific rule
+// takes the place of the last one, which BIRD loses; withdrawing it gives
+// that one back. Delivery agrees with BIRD throughout.
+func TestHoldBackCapBIRD(t *testing.T) {
+	s, b := birdPair(t, Config{})
+	ctx := context.Background()
+	cfg := s.cfg
+	cfg.Neighbors = slices.Clone(cfg.Neighbors)
+	cfg.Neighbors[0].Profile = "iosxr"
+	if _, err := s.Reconfigure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "BIRD session back under the iosxr profile", birdUp(b))
+	p, _ := profile.Lookup("iosxr")
+	var rules []flowspec.Rule
+	for i := range p.MaxRules + 1 {
+		rules = append(rules, flowspec.Rule{Match: parseMatch(t, fmt.Sprintf("destination 10.%d.%d.0/24", i/256, i%256)), Action: flowspec.Discard()})
+	}
+	for i, err := range s.Announce(ctx, rules) {
+		if err != nil {
+			t.Fatalf("rule %d: %v", i, err)
+		}
+	}
+	last, over := rules[p.MaxRules-1].Match, rules[p.MaxRules].Match
+	has := func(m flowspec.Match) bool {
+		d, _ := m.Destination()
+		return strings.Contains(birdRoutes(t, b, "ft4"), "dst "+d.String()+";")
+	}
+	count := func() int { return strings.Count(birdRoutes(t, b, "ft4"), "flow4 {") }
+	eventually(t, 30*time.Second, "BIRD holds 3,000 rules", func() bool { return s.Len() == len(rules) && count() == p.MaxRules })
+	if !has(last) || has(over) {
+		t.Fatalf("BIRD: has the last kept %v, the one over the cap %v", has(last), has(over))
+	}
+	if d, _ := s.Delivery(over); len(d) != 0 {
+		t.Errorf("Delivery(over the cap) = %v", d)
+	}
+	if ns := s.NotSent(over); len(ns) != 1 || !strings.Contains(ns[0], "iosxr applies at most 3,000 FlowSpec rules") {
+		t.Errorf("NotSent(over the cap) = %q", ns)
+	}
+
+	host := flowspec.Rule{Match: parseMatch(t, "destination 10.0.0.1/32"), Action: flowspec.Discard()}
+	if err := announceOne(s, ctx, host); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the host rule in, the last one out", func() bool { return has(host.Match) && !has(last) && count() == p.MaxRules })
+	if d, _ := s.Delivery(last); len(d) != 0 {
+		t.Errorf("Delivery(displaced) = %v", d)
+	}
+	if err := withdrawOne(s, ctx, host.Match); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the last one back", func() bool { return !has(host.Match) && has(last) && count() == p.MaxRules })
+	if ps, err := s.Peers(ctx); err != nil || ps[0].HeldBack != 1 || ps[0].Sent != p.MaxRules {
+		t.Errorf("Peers = %+v, %v; want 1 held back, 3,000 sent", ps, err)
 	}
 }

@@ -98,39 +98,43 @@ func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
 			return
 		}
 		for i, err := range s.addPaths(ctx, srv, paths) {
-			errs[idx[i]] = err
+			switch {
+			case idx[i] >= 0:
+				errs[idx[i]] = err
+			case err != nil:
+				s.log.Warn("rule whose place under a rule cap changed not announced again (the next reconcile pass does)", "rule", paths[i].Nlri.String(), "error", err)
+			}
 		}
 		paths, idx = paths[:0], idx[:0]
 	}
-	var moved []flowspec.Match
 	for i, r := range rules {
-		p, mv, err := s.announcePath(r)
+		p, before, after, err := s.announcePath(r)
+		// Rules a cap's choice moved go in the same call, in order (see
+		// holdState.place); -1: no caller's rule.
+		for _, mp := range before {
+			paths, idx = append(paths, mp), append(idx, -1)
+		}
 		if err != nil {
 			errs[i] = err
-			continue
+		} else {
+			paths, idx = append(paths, p), append(idx, i)
 		}
-		moved = append(moved, mv...)
-		paths = append(paths, p)
-		idx = append(idx, i)
-		if len(paths) == batchSize {
+		for _, mp := range after {
+			paths, idx = append(paths, mp), append(idx, -1)
+		}
+		if len(paths) >= batchSize {
 			flush()
 		}
 	}
 	flush()
-	s.announceMoved(ctx, srv, moved)
 	return errs
 }
 
-// announceMoved announces again, with their new hold-back tags, the rules
-// whose place under a rule cap changed (holdback.go, point 4). Nothing
-// maps them to a caller's rule, so failures are logged; the reconciler's
-// next pass announces every desired rule again anyway.
-func (s *Speaker) announceMoved(ctx context.Context, srv *server.BgpServer, moved []flowspec.Match) {
-	if len(moved) == 0 {
-		return
-	}
-	paths := make([]*apiutil.Path, 0, len(moved))
-	for _, m := range moved {
+// movedPaths builds the paths of rules whose place under a rule cap
+// changed (holdback.go, point 4), with their current tags.
+func (s *Speaker) movedPaths(ms []flowspec.Match) []*apiutil.Path {
+	var paths []*apiutil.Path
+	for _, m := range ms {
 		r, mask, ok := s.hold.again(m)
 		if !ok {
 			continue
@@ -142,6 +146,15 @@ func (s *Speaker) announceMoved(ctx context.Context, srv *server.BgpServer, move
 		}
 		paths = append(paths, p)
 	}
+	return paths
+}
+
+// announceMoved announces again, with their new hold-back tags, the rules
+// whose place under a rule cap changed. Nothing maps them to a caller's
+// rule, so failures are logged; the reconciler's next pass announces every
+// desired rule again anyway.
+func (s *Speaker) announceMoved(ctx context.Context, srv *server.BgpServer, moved []flowspec.Match) {
+	paths := s.movedPaths(moved)
 	for len(paths) > 0 {
 		n := min(len(paths), batchSize)
 		for i, err := range s.addPaths(ctx, srv, paths[:n]) {
@@ -154,29 +167,31 @@ func (s *Speaker) announceMoved(ctx context.Context, srv *server.BgpServer, move
 }
 
 // announcePath checks r and builds its GoBGP path, tagged with the
-// profiles that must not get it (holdback.go). moved are other rules
-// whose tags changed with it (rule caps): see announceMoved.
-func (s *Speaker) announcePath(r flowspec.Rule) (p *apiutil.Path, moved []flowspec.Match, err error) {
+// profiles that must not get it (holdback.go). before and after are the
+// paths of other rules whose tags changed with it (rule caps), to hand to
+// GoBGP before and after it (holdState.place).
+func (s *Speaker) announcePath(r flowspec.Rule) (p *apiutil.Path, before, after []*apiutil.Path, err error) {
 	if r.Match.Family().IsRoute() {
 		p, err := s.routeAnnouncePath(r)
-		return p, nil, err
+		return p, nil, nil, err
 	}
 	if !r.Match.IsValid() || !r.Action.IsValid() {
-		return nil, nil, &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
+		return nil, nil, nil, &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
 	}
 	if err := Sendable(r.Match); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := nativeNLRI(r.Match); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	mask, moved := s.hold.place(r)
+	mask, displaced, promoted := s.hold.place(r)
+	before, after = s.movedPaths(displaced), s.movedPaths(promoted)
 	p, err = s.flowspecPath(r, mask)
 	if err != nil {
-		return nil, moved, err
+		return nil, before, after, err
 	}
 	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
-	return p, moved, nil
+	return p, before, after, nil
 }
 
 // flowspecPath builds the GoBGP path of FlowSpec rule r with the

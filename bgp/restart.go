@@ -96,32 +96,31 @@ func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
 		}
 		paths = paths[:0]
 	}
-	var moved []flowspec.Match
 	for _, r := range rules {
 		var p *apiutil.Path
 		var err error
 		if r.Match.Family().IsRoute() {
 			p, err = routePath(r.Match, r.Action) // the next hop as found
 		} else {
-			var mv []flowspec.Match
-			p, mv, err = s.announcePath(r)
-			moved = append(moved, mv...)
+			// No peer is added yet: the order of rules a cap moved does
+			// not matter, only that each one's last path has its last tags.
+			var before, after []*apiutil.Path
+			p, before, after, err = s.announcePath(r)
+			paths = append(paths, before...)
+			paths = append(paths, after...)
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		paths = append(paths, p)
-		if len(paths) == batchSize {
+		if len(paths) >= batchSize {
 			flush()
 		}
 	}
 	if len(paths) > 0 {
 		flush()
 	}
-	// Rules a later rule displaced under a cap were built with their
-	// earlier tags; no peer is added yet, so this sends nothing twice.
-	s.announceMoved(ctx, s.srv, moved)
 	if len(errs) > 0 {
 		return fmt.Errorf("%d paths not loaded, first: %w", len(errs), errs[0])
 	}
