@@ -24,9 +24,11 @@ var generic = &Profile{
 
 // frr: FRR bgpd 8.4.4 (Debian 12), measured in e2e/RECEIVERS.md and kept
 // by TestReceiverLimitations. FRR's parser (bgpd/bgp_flowspec_util.c)
-// refuses "< and > at the same time" and more than BGP_PBR_MATCH_VAL_MAX
-// (5, bgpd/bgp_pbr.h) items, and answers with NOTIFICATION 3/9: the whole
-// session resets, every rule of it is lost.
+// refuses "< and > at the same time" and items past BGP_PBR_MATCH_VAL_MAX
+// (5, bgpd/bgp_pbr.h), and answers with NOTIFICATION 3/9: the whole
+// session resets, every rule of it is lost. Where the item count bites
+// depends on the patch release: 8.4.4-1.1~deb12u2 resets on 6 items,
+// deb12u1 took 6 and reset on 7 (both measured); 5 is safe for both.
 var frr = &Profile{
 	Name:       "frr",
 	About:      "FRR bgpd 8.4 (measured with 8.4.4)",
