@@ -65,10 +65,15 @@ import (
 //     to the peer in that order, and table.CreateUpdateMsgFromPaths packs
 //     withdrawals before announcements, so the capped router never holds
 //     more than its cap. TestHoldBackCapBIRD checks the choice with BIRD.
-//  5. A neighbor whose profile changes is deleted and added again
-//     (Reconfigure); the neighbor sets are updated before it is added,
-//     and after a change the other peers of the set get a soft reset out
-//     (softResetOut withdraws only what hasPathAlreadyBeenSent).
+//  5. Tags are kept only for the profiles in use. When a reload changes
+//     that set, Reconfigure first tags every rule again (retag: read from
+//     GoBGP's RIB, not the lagging mirror, with Announce and Withdraw kept
+//     out by tagMu), then puts every neighbor, old or new, in its
+//     profile's neighbor set, and only then adds sessions. A neighbor
+//     whose profile changes is deleted and added again; the sets are
+//     narrowed to the new configuration afterwards, and a changed peer
+//     that came up in between gets a soft reset out (softResetOut
+//     withdraws only what hasPathAlreadyBeenSent). TestRetagOnProfileChange.
 //
 // TestHoldBackFRR (e2e) checks this against a real FRR with the frr
 // profile next to BIRD, withdrawals included.

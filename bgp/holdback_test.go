@@ -271,3 +271,41 @@ func TestHoldBackCapBIRD(t *testing.T) {
 		t.Errorf("Peers = %+v, %v; want 1 held back, 3,000 sent", ps, err)
 	}
 }
+
+// TestRetagOnProfileChange: rules announced while no profile is in use
+// get the tags of a profile that a reload brings into use before the
+// neighbor comes back under it, and lose them when it goes.
+func TestRetagOnProfileChange(t *testing.T) {
+	s, b := birdPair(t, Config{})
+	ctx := context.Background()
+	ok1 := parseMatch(t, "destination 10.41.0.1/32 port ==80")
+	ne := parseMatch(t, "destination 10.41.0.2/32 port !=80")
+	for _, m := range []flowspec.Match{ok1, ne} {
+		if err := announceOne(s, ctx, flowspec.Rule{Match: m, Action: flowspec.Discard()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int { return strings.Count(birdRoutes(t, b, "ft4"), "flow4 {") }
+	eventually(t, 10*time.Second, "BIRD has both (generic)", func() bool { return count() == 2 })
+	reconf := func(name string) {
+		t.Helper()
+		cfg := s.cfg
+		cfg.Neighbors = slices.Clone(cfg.Neighbors)
+		cfg.Neighbors[0].Profile = name
+		if _, err := s.Reconfigure(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconf("frr")
+	eventually(t, 30*time.Second, "BIRD back under frr with the ordinary rule only", func() bool {
+		return birdUp(b)() && count() == 1 && !strings.Contains(birdRoutes(t, b, "ft4"), "10.41.0.2")
+	})
+	if p, _ := s.Delivery(ne); len(p) != 0 {
+		t.Errorf("Delivery(!=) under frr = %v", p)
+	}
+	reconf("")
+	eventually(t, 30*time.Second, "BIRD back under generic with both", func() bool { return birdUp(b)() && count() == 2 })
+	if all, tombs := globalPaths(t, s, flowspec.IPv4); all != 2 || tombs != 0 {
+		t.Errorf("global RIB: %d paths, %d tombstones; want 2, 0", all, tombs)
+	}
+}

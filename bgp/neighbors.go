@@ -11,6 +11,7 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -309,16 +310,38 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 // announces again every rule of the mirror whose tags change. Called
 // with mu held, before any neighbor of the new configuration is added.
 func (s *Speaker) retag(ctx context.Context, use uint8, pc peerClasses) error {
-	rules, ok := s.RIB()
-	if !ok {
-		s.hold.reset(use, pc, true)
-		return nil
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	// GoBGP's RIB, not the mirror: the mirror may not show yet a path
+	// Announce handed over just before.
+	var rules []flowspec.Rule
+	for _, fam := range []flowspec.Family{flowspec.IPv4, flowspec.IPv6} {
+		err := s.call(ctx, "list rib (router profiles)", func() error {
+			return s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgpFamily(fam)},
+				func(n gobgp.NLRI, ps []*apiutil.Path) {
+					for _, p := range ps {
+						if !isLocal(p) || s.isTombstone(p.Attrs) {
+							continue
+						}
+						m, err := decodeNLRI(fam, n)
+						if err != nil {
+							continue
+						}
+						a, err := s.decodeAction(p)
+						if err != nil {
+							continue
+						}
+						rules = append(rules, flowspec.Rule{Match: m, Action: a})
+					}
+				})
+		})
+		if err != nil {
+			return fmt.Errorf("bgp: reading the RIB to tag rules for the router profiles now in use: %w", err)
+		}
 	}
 	old := make(map[flowspec.Match]uint8, len(rules))
 	for _, r := range rules {
-		if !r.Match.Family().IsRoute() {
-			old[r.Match] = s.hold.maskOf(r.Match)
-		}
+		old[r.Match] = s.hold.maskOf(r.Match)
 	}
 	s.hold.reset(use, pc, true)
 	for _, r := range rules {
@@ -326,7 +349,9 @@ func (s *Speaker) retag(ctx context.Context, use uint8, pc peerClasses) error {
 			s.hold.place(r)
 		}
 	}
-	var paths []*apiutil.Path
+	// Rules some peer loses go first, rules some peer gains after: a
+	// capped router never holds more than its cap in between.
+	var lose, gain []*apiutil.Path
 	for _, r := range rules {
 		if r.Match.Family().IsRoute() {
 			continue
@@ -339,8 +364,13 @@ func (s *Speaker) retag(ctx context.Context, use uint8, pc peerClasses) error {
 		if err != nil {
 			return err
 		}
-		paths = append(paths, p)
+		if mask&^old[r.Match] != 0 {
+			lose = append(lose, p)
+		} else {
+			gain = append(gain, p)
+		}
 	}
+	paths := append(lose, gain...)
 	for len(paths) > 0 {
 		n := min(len(paths), batchSize)
 		for _, err := range s.addPaths(ctx, s.srv, paths[:n]) {

@@ -91,6 +91,9 @@ func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
 		}
 		return errs
 	}
+	// Not before running(): Reconfigure holds mu while it waits for tagMu.
+	s.tagMu.RLock()
+	defer s.tagMu.RUnlock()
 	paths := make([]*apiutil.Path, 0, min(len(rules), batchSize))
 	idx := make([]int, 0, cap(paths))
 	flush := func() {
@@ -252,6 +255,8 @@ func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
 
 // withdrawOn is Withdraw on srv (StopWithdrawn holds mu).
 func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []flowspec.Match) []error {
+	s.tagMu.RLock()
+	defer s.tagMu.RUnlock()
 	errs := make([]error, len(ms))
 	paths := make([]*apiutil.Path, 0, min(len(ms), batchSize))
 	idx := make([]int, 0, cap(paths))

@@ -192,6 +192,11 @@ type Speaker struct {
 	added        map[netip.Addr]bool // neighbors added to the current server
 	dynAdded     bool                // peer groups and dynamic neighbors too
 	nbSets       map[string][]string // the export policy's neighbor sets as installed
+	// tagMu keeps Announce and Withdraw (read) out while retag
+	// (Reconfigure, write) rebuilds the hold-back state from the RIB: a
+	// rule placed in between would keep the tags of the old profiles.
+	tagMu sync.RWMutex
+	// tomb4 and tomb6 are the attributes of tombstones (holdback.go).
 	tomb4, tomb6 []gobgp.PathAttributeInterface
 
 	// GoBGP only logs some failures; the log adapter reports them here.
@@ -217,6 +222,8 @@ func New(log hclog.Logger, cfg Config) *Speaker {
 		changes: make(chan struct{}, 1),
 	}
 	s.mirror.init()
+	s.tomb4 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS4, s.tagAttr(tombBit)}
+	s.tomb6 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS6, s.tagAttr(tombBit)}
 	s.routes.init(cfg.RouteNextHop4, cfg.RouteNextHop6)
 	s.peers.init()
 	return s
@@ -315,8 +322,6 @@ func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
 	}
 	pc, use := classesOf(&s.cfg)
 	s.hold.reset(use, pc, false)
-	s.tomb4 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS4, s.tagAttr(tombBit)}
-	s.tomb6 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS6, s.tagAttr(tombBit)}
 	if _, err := s.syncNeighborSets(ctx, &s.cfg); err != nil {
 		return err
 	}
