@@ -139,6 +139,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Output:     stderr,
 	})
 	log.Info("starting", "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 
 	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site})
 	if err != nil {
