@@ -307,6 +307,10 @@ func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []fl
 				}
 				tombs = append(tombs, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs})
 				tombIdx = append(tombIdx, i)
+				// Counted as leaked until a Restart drops it, also when
+				// the rule was not in the RIB (the mirror may lag, so a
+				// tombstone is added whatever it says).
+				s.noteAnnounced(m)
 				continue
 			}
 		}
@@ -418,8 +422,9 @@ func mustMPReach(f gobgp.Family, nlri []byte, nh netip.Addr) gobgp.PathAttribute
 // flowspec returns the attributes of a FlowSpec path of family f with
 // action a: ORIGIN IGP, MP_REACH, EXTENDED_COMMUNITIES and IPv6
 // EXTENDED_COMMUNITIES with the action, and LARGE_COMMUNITIES with the
-// hold-back tags of mask (holdback.go; built by tags) when it is not 0. No AS_PATH: GoBGP prepends our AS
-// for eBGP peers and attaches an empty one for iBGP peers.
+// hold-back tags of mask (holdback.go; built by tags) when it is not 0.
+// No AS_PATH: GoBGP prepends our AS for eBGP peers and attaches an empty
+// one for iBGP peers.
 func (c *attrCache) flowspec(f flowspec.Family, a flowspec.Action, mask uint8, tags func(uint8) gobgp.PathAttributeInterface) ([]gobgp.PathAttributeInterface, error) {
 	k := attrKey{f, a, mask}
 	c.mu.Lock()
