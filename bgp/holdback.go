@@ -37,8 +37,8 @@ import (
 //     withdrawal carries the NLRI only, so what matters is whether some
 //     profile in use refuses the match itself, whatever the action
 //     (nlriRefused): such a rule is never deleted; Withdraw replaces its
-//     path with a tombstone, the same NLRI with a
-//     tombstone tag that the export policy rejects for every peer. That
+//     path with a tombstone, the same NLRI with a tombstone tag that the
+//     export policy rejects for every peer. That
 //     is an implicit withdrawal, and for those filterpath does apply the
 //     policy to both sides: the new path (tombstone) is rejected, so it
 //     checks the old path ("if path == nil && old != nil", old through
@@ -77,6 +77,26 @@ import (
 //
 // TestHoldBackFRR (e2e) checks this against a real FRR with the frr
 // profile next to BIRD, withdrawals included.
+//
+// Read in GoBGP v4.8.0 and not taken:
+//   - Route-server clients (a per-peer table in rsRib and per-peer
+//     policies): our paths enter the global RIB only (AddPath →
+//     addPathList → propagateUpdate(nil, ...)), propagateUpdateToNeighbors
+//     skips route-server clients for a path without a source peer
+//     ("source == nil && targetPeer.isRouteServerClient()"), and nothing
+//     adds a path to an rs client's table: apiutil.AddPathRequest has a
+//     VRFID but no TableType/Name, the gRPC AddPathStream takes GLOBAL and
+//     VRF only. Feeding them would take a second speaker.
+//   - A per-neighbor export policy: toPolicyInfo refuses it for peers that
+//     are not route-server clients, hence one global policy whose
+//     statements match neighbor sets.
+//   - A VRF per peer with route-target-tagged FlowSpec-VPN paths:
+//     prePolicyFilterpath filters withdrawals by CanImportToVrf too, but
+//     it changes the RIB's family, puts route targets on the wire, and
+//     when a replacement is no longer importable it sends the peer nothing
+//     (the old rule stays there).
+//   - The AS-path loop check in filterpath (it does drop withdrawals):
+//     per AS, not per peer, and it would need our AS_PATH changed.
 
 // tagData1 marks ribkeeper's hold-back large communities ("rk").
 const tagData1 = 0x726b0000
