@@ -34,6 +34,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -47,6 +48,7 @@ usage:
   ribkeeper check-config --config FILE    validate a configuration file and exit
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
+  ribkeeper profiles [RULE]               the router profiles; with a rule, which of them take it
 ` + api.CLISynopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
@@ -92,6 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
+	case "profiles":
+		return profilesCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
 		return api.ClientMain(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
@@ -426,4 +430,30 @@ func communityText(ext, ext6 []byte) string {
 		return "(" + err.Error() + ")"
 	}
 	return "(" + a.String() + ")"
+}
+
+// profilesCmd lists the router profiles (contrib/routers/README.md tells
+// which to pick) or, given a rule, says which of them take it.
+func profilesCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		for _, p := range profile.All() {
+			fmt.Fprintf(stdout, "%-8s %s\n", p.Name, p.About)
+		}
+		return 0
+	}
+	r, err := flowspec.Parse(strings.Join(args, " "))
+	if err != nil {
+		fmt.Fprintf(stderr, "ribkeeper profiles: %v\n", err)
+		return 1
+	}
+	for _, p := range profile.All() {
+		if why := p.Check(r); why != nil {
+			fmt.Fprintf(stdout, "%-8s held back: %s\n", p.Name, why)
+		} else if p.MaxRules > 0 {
+			fmt.Fprintf(stdout, "%-8s sent if among the first %d rules in precedence order (its cap)\n", p.Name, p.MaxRules)
+		} else {
+			fmt.Fprintf(stdout, "%-8s sent\n", p.Name)
+		}
+	}
+	return 0
 }

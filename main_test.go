@@ -192,3 +192,23 @@ asn = 65001
 		t.Errorf("unknown profile: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// `ribkeeper profiles` lists the profiles; with a rule it says which take
+// it and why the others do not.
+func TestProfilesCommand(t *testing.T) {
+	code, out, _ := runMain(t, "profiles")
+	for _, n := range []string{"junos", "iosxr", "eos", "frr", "bird", "exabgp", "generic"} {
+		if code != 0 || !strings.Contains(out, n+" ") {
+			t.Errorf("profiles: exit %d, lacks %s:\n%s", code, n, out)
+		}
+	}
+	code, out, _ = runMain(t, "profiles", "match destination 192.0.2.0/24 port !=80 then discard")
+	for _, want := range []string{"frr      held back: frr resets sessions on !=", "bird     sent", "iosxr    sent if among the first 3000"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("profiles RULE: exit %d, lacks %q:\n%s", code, want, out)
+		}
+	}
+	if code, _, errOut := runMain(t, "profiles", "match nonsense"); code != 1 || errOut == "" {
+		t.Errorf("profiles with a bad rule: exit %d, %q", code, errOut)
+	}
+}

@@ -34,7 +34,7 @@ const Generic = "generic"
 // each field means "no limit"; Generic is the zero Profile with a name.
 type Profile struct {
 	Name string
-	// About is one line for `ribkeeper profiles` and the docs: the router
+	// About is one line for `ribkeeper profiles`: the router
 	// and versions the facts are for.
 	About string
 
