@@ -11,7 +11,6 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
-	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -314,29 +313,14 @@ func (s *Speaker) retag(ctx context.Context, use uint8, pc peerClasses) error {
 	defer s.tagMu.Unlock()
 	// GoBGP's RIB, not the mirror: the mirror may not show yet a path
 	// Announce handed over just before.
+	all, err := s.ribRules(ctx, s.srv)
+	if err != nil {
+		return fmt.Errorf("bgp: reading the RIB to tag rules for the router profiles now in use: %w", err)
+	}
 	var rules []flowspec.Rule
-	for _, fam := range []flowspec.Family{flowspec.IPv4, flowspec.IPv6} {
-		err := s.call(ctx, "list rib (router profiles)", func() error {
-			return s.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgpFamily(fam)},
-				func(n gobgp.NLRI, ps []*apiutil.Path) {
-					for _, p := range ps {
-						if !isLocal(p) || s.isTombstone(p.Attrs) {
-							continue
-						}
-						m, err := decodeNLRI(fam, n)
-						if err != nil {
-							continue
-						}
-						a, err := s.decodeAction(p)
-						if err != nil {
-							continue
-						}
-						rules = append(rules, flowspec.Rule{Match: m, Action: a})
-					}
-				})
-		})
-		if err != nil {
-			return fmt.Errorf("bgp: reading the RIB to tag rules for the router profiles now in use: %w", err)
+	for _, r := range all {
+		if !r.Match.Family().IsRoute() {
+			rules = append(rules, r)
 		}
 	}
 	old := make(map[flowspec.Match]uint8, len(rules))
