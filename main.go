@@ -37,6 +37,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/metrics"
+	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -50,6 +51,7 @@ usage:
   ribkeeper check-config --config FILE    validate a configuration file and exit
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
+  ribkeeper profiles [RULE]               the router profiles; with a rule, which of them take it
 ` + cli.Synopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
@@ -87,12 +89,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if cfg == nil {
 			return code
 		}
+		for _, w := range cfg.Warnings() {
+			fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes)\n",
 			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist))
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
+	case "profiles":
+		return profilesCmd(args[1:], stdout, stderr)
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -157,6 +164,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Output:     stderr,
 	})
 	log.Info("starting", "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
 
 	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site})
 	if err != nil {
@@ -442,4 +452,30 @@ func communityText(ext, ext6 []byte) string {
 		return "(" + err.Error() + ")"
 	}
 	return "(" + a.String() + ")"
+}
+
+// profilesCmd lists the router profiles (contrib/routers/README.md tells
+// which to pick) or, given a rule, says which of them take it.
+func profilesCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		for _, p := range profile.All() {
+			fmt.Fprintf(stdout, "%-8s %s\n", p.Name, p.About)
+		}
+		return 0
+	}
+	r, err := flowspec.Parse(strings.Join(args, " "))
+	if err != nil {
+		fmt.Fprintf(stderr, "ribkeeper profiles: %v\n", err)
+		return 1
+	}
+	for _, p := range profile.All() {
+		if why := p.Check(r); why != nil {
+			fmt.Fprintf(stdout, "%-8s held back: %s\n", p.Name, why)
+		} else if p.MaxRules > 0 {
+			fmt.Fprintf(stdout, "%-8s sent if among the first %d rules in precedence order (its cap)\n", p.Name, p.MaxRules)
+		} else {
+			fmt.Fprintf(stdout, "%-8s sent\n", p.Name)
+		}
+	}
+	return 0
 }

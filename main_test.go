@@ -192,3 +192,48 @@ text = "match destination 203.0.113.7/32 then discard"
 		t.Errorf("static rule in the safelist: exit %d, %q %q", code, out, errOut)
 	}
 }
+
+// check-config warns (exit 0) about a neighbor without a router profile
+// and refuses (exit 1) an unknown one.
+func TestCheckConfigProfile(t *testing.T) {
+	base := `[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+
+[[neighbor]]
+address = "127.0.0.2"
+asn = 65001
+`
+	code, out, errOut := runMain(t, "check-config", "--config", writeFile(t, base))
+	if code != 0 || !strings.Contains(out, ": ok") || !strings.Contains(errOut, "warning: neighbor 127.0.0.2 has no profile") {
+		t.Errorf("no profile: exit %d, stdout %q, stderr %q; want ok and a warning", code, out, errOut)
+	}
+	code, _, errOut = runMain(t, "check-config", "--config", writeFile(t, base+`profile = "frr"`+"\n"))
+	if code != 0 || strings.Contains(errOut, "warning") {
+		t.Errorf("profile frr: exit %d, stderr %q; want ok without a warning", code, errOut)
+	}
+	code, _, errOut = runMain(t, "check-config", "--config", writeFile(t, base+`profile = "cisco"`+"\n"))
+	if code != 1 || !strings.Contains(errOut, `neighbor[1].profile: "cisco" is not a router profile: use one of bird, eos, exabgp, frr, generic, iosxr, junos`) {
+		t.Errorf("unknown profile: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// `ribkeeper profiles` lists the profiles; with a rule it says which take
+// it and why the others do not.
+func TestProfilesCommand(t *testing.T) {
+	code, out, _ := runMain(t, "profiles")
+	for _, n := range []string{"junos", "iosxr", "eos", "frr", "bird", "exabgp", "generic"} {
+		if code != 0 || !strings.Contains(out, n+" ") {
+			t.Errorf("profiles: exit %d, lacks %s:\n%s", code, n, out)
+		}
+	}
+	code, out, _ = runMain(t, "profiles", "match destination 192.0.2.0/24 port !=80 then discard")
+	for _, want := range []string{"frr      held back: frr resets sessions on !=", "bird     sent", "iosxr    sent if among the first 3000"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("profiles RULE: exit %d, lacks %q:\n%s", code, want, out)
+		}
+	}
+	if code, _, errOut := runMain(t, "profiles", "match nonsense"); code != 1 || errOut == "" {
+		t.Errorf("profiles with a bad rule: exit %d, %q", code, errOut)
+	}
+}

@@ -27,7 +27,7 @@ func bgpConfig(cfg *config.Config) bgp.Config {
 			Families: n.Families, Passive: n.Passive, Description: n.Description,
 			HoldTime: n.HoldTime, KeepaliveInterval: n.KeepaliveInterval, MultihopTTL: n.MultihopTTL,
 			Password: n.Password, GracefulRestart: n.GracefulRestart, RestartTime: n.RestartTime,
-			ConnectRetry: n.ConnectRetry,
+			ConnectRetry: n.ConnectRetry, Profile: n.Profile,
 		})
 	}
 	for _, g := range cfg.PeerGroups {
@@ -35,7 +35,7 @@ func bgpConfig(cfg *config.Config) bgp.Config {
 			Name: g.Name, ASN: g.ASN, Families: g.Families, Description: g.Description,
 			HoldTime: g.HoldTime, KeepaliveInterval: g.KeepaliveInterval, MultihopTTL: g.MultihopTTL,
 			Password: g.Password, GracefulRestart: g.GracefulRestart, RestartTime: g.RestartTime,
-			ConnectRetry: g.ConnectRetry,
+			ConnectRetry: g.ConnectRetry, Profile: g.Profile,
 		})
 	}
 	for _, d := range cfg.DynamicNeighbors {

@@ -4,17 +4,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
-
-// Deliverer reports per-peer delivery of a path (implemented by
-// *bgp.Speaker): the established peers whose Adj-RIB-Out holds it, and
-// the number of configured peers of its family.
-type Deliverer interface {
-	Delivery(m flowspec.Match) (peers []string, total int)
-}
 
 // Diff is what the next reconcile pass would change.
 type Diff struct {
@@ -82,13 +74,19 @@ func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) (int, any, erro
 	}, nil
 }
 
-// withDelivery fills the delivery fields of an active rule.
+// withDelivery fills the delivery fields of an active rule. They follow
+// Announced, this site's status (what the reconciler observed in the RIB):
+// a rule not announced is delivered to no peer, whatever the speaker holds
+// at this instant, so the fields never contradict each other.
 func (s *Server) withDelivery(out *Rule, r store.Rule) {
-	d, ok := s.rib.(Deliverer)
-	if !ok || r.State != store.Active || !r.Rule.Match.IsValid() {
+	if r.State != store.Active || !r.Rule.Match.IsValid() {
 		return
 	}
-	peers, total := d.Delivery(r.Rule.Match)
+	peers, total := s.rib.Delivery(r.Rule.Match)
+	if !r.Announced {
+		peers = nil
+	}
 	out.Peers = NonNil(peers)
 	out.AnnouncedTo = fmt.Sprintf("%d/%d", len(peers), total)
+	out.NotSent = s.rib.NotSent(r.Rule.Match)
 }

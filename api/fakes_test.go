@@ -171,6 +171,23 @@ type fakeRIB struct {
 	peers []bgp.PeerStatus
 }
 
+// Delivery: every established peer has every path of the RIB (one family).
+func (f *fakeRIB) Delivery(m flowspec.Match) (peers []string, total int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, in := f.paths[m]
+	for _, p := range f.peers {
+		total++
+		if in && p.State == "established" {
+			peers = append(peers, p.Address)
+		}
+	}
+	return peers, total
+}
+
+// NotSent: no router profile holds anything back.
+func (f *fakeRIB) NotSent(flowspec.Match) []string { return nil }
+
 func newFakeRIB() *fakeRIB {
 	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}}
 }

@@ -50,6 +50,12 @@ type RIB interface {
 	// false, without calling fn, while the mirror is not initialised.
 	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
 	Peers(ctx context.Context) ([]bgp.PeerStatus, error)
+	// Delivery returns the established peers whose Adj-RIB-Out holds the
+	// path for m, and the number of configured peers of its family.
+	Delivery(m flowspec.Match) (peers []string, total int)
+	// NotSent says, per configured peer whose router profile keeps m's
+	// rule back, why ("not sent to 127.0.0.4: frr resets sessions on !=").
+	NotSent(m flowspec.Match) []string
 }
 
 // DefaultMaxBodyBytes is the default request body limit.

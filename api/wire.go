@@ -121,6 +121,10 @@ type Rule struct {
 	// its family ("3/3"); both are set for active rules only.
 	Peers       []string `json:"peers,omitempty"`
 	AnnouncedTo string   `json:"announced_to,omitempty"`
+	// NotSent says, per configured peer whose router profile keeps the
+	// rule from it, why: "not sent to 127.0.0.4: frr resets sessions on
+	// !=" (active rules only).
+	NotSent []string `json:"not_sent,omitempty"`
 	// ShadowedBy, in a list ordered by precedence, is the id of an active
 	// rule that routers apply first and that matches every packet this
 	// one matches with a final action: this rule can never apply.
@@ -157,6 +161,10 @@ type Peer struct {
 	Flaps       int        `json:"flaps"`
 	// Hint says what to check when the session never came up.
 	Hint string `json:"hint,omitempty"`
+	// Profile is the neighbor's router profile; HeldBack counts the
+	// rules of its families the profile keeps from it (not in Sent).
+	Profile  string `json:"profile,omitempty"`
+	HeldBack int    `json:"held_back"`
 }
 
 type RuleList struct {
@@ -241,6 +249,8 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 		LastError:     p.LastError,
 		Flaps:         p.Flaps,
 		Hint:          p.Hint,
+		Profile:       p.Profile,
+		HeldBack:      p.HeldBack,
 	}
 	if !p.Since.IsZero() {
 		t := p.Since.UTC()

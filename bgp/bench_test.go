@@ -99,7 +99,7 @@ func BenchmarkRawAddPath10k(b *testing.B) {
 			enc := New(nil, Config{})
 			paths := make([]*apiutil.Path, len(rules))
 			for i, r := range rules {
-				p, err := enc.announcePath(r)
+				p, _, _, err := enc.announcePath(r)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -198,7 +198,7 @@ func BenchmarkAnnouncePath(b *testing.B) {
 	r := benchRules(b, 1)[0]
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.announcePath(r); err != nil {
+		if _, _, _, err := s.announcePath(r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,21 +14,25 @@ import (
 
 // Per-peer delivery without reading any Adj-RIB-Out.
 //
-// Why a path in the mirror is in every established peer's Adj-RIB-Out for
-// its family (GoBGP v4.8.0, pkg/server): the mirror holds the global
+// Why a path in the mirror is in an established peer's Adj-RIB-Out
+// exactly when the peer negotiated its family and its router profile does
+// not hold it back (GoBGP v4.8.0, pkg/server): the mirror holds the global
 // RIB's BEST local paths. GoBGP sends a peer the best path of each
 // destination of every family negotiated with it (getBestFromLocal /
-// propagateUpdate), through the peer's export policy. ribkeeper installs
-// none (the global export policy is accept-all), marks no peer a
-// route-server client, and the one exclusion GoBGP applies (never send a
-// path back to the peer it came from) cannot hit a local path. So the
-// peers a path goes to are exactly the established peers that negotiated
-// its family, and that set only changes on session state changes, which
-// the peer watch reports: Delivery keeps it from one ListPeer per change,
-// never per rule. TestDeliveryMatchesAdjRibOut checks this against
-// ListPath(ADJ_OUT), which copies tables and stays out of the hot path.
-// A path GoBGP has accepted but not yet written to a socket counts as
-// delivered (as in PeerStatus.Sent).
+// propagateUpdate), through the global export policy. That policy
+// (exportpolicy.go) rejects a path for a peer only when the path carries
+// the tag of the peer's profile, i.e. when holdState's mask for the rule
+// has the peer's class (holdback.go); it accepts everything else. No peer
+// is a route-server client, and the one other exclusion GoBGP applies
+// (never send a path back to the peer it came from) cannot hit a local
+// path. Tombstones are not in the mirror. So the peers a path goes to are
+// the established peers of its family minus those of the classes in its
+// mask; the first set only changes on session state changes, which the
+// peer watch reports (Delivery keeps it from one ListPeer per change,
+// never per rule), the mask is a map lookup. TestDeliveryMatchesAdjRibOut
+// checks this against ListPath(ADJ_OUT), which copies tables and stays out
+// of the hot path. A path GoBGP has accepted but not yet written to a
+// socket counts as delivered (as in PeerStatus.Sent).
 
 // deliveryTable is the established peers and the families they
 // negotiated, refreshed after every peer state change.
@@ -48,6 +52,7 @@ type deliveryTable struct {
 // that carry m's family. peers is empty when the path is not in the RIB.
 func (s *Speaker) Delivery(m flowspec.Match) (peers []string, total int) {
 	_, inRIB := s.Lookup(m)
+	mask := s.hold.maskOf(m)
 	s.delivery.mu.RLock()
 	defer s.delivery.mu.RUnlock()
 	for addr, fams := range s.delivery.configured {
@@ -55,6 +60,9 @@ func (s *Speaker) Delivery(m flowspec.Match) (peers []string, total int) {
 			continue
 		}
 		total++
+		if c := s.hold.classOfPeer(addr); c >= 0 && mask&(1<<c) != 0 {
+			continue
+		}
 		if inRIB && slices.Contains(s.delivery.peers[addr], m.Family()) {
 			peers = append(peers, addr)
 		}
@@ -127,4 +135,40 @@ func (s *Speaker) refreshDelivery() {
 	s.delivery.mu.Lock()
 	s.delivery.peers, s.delivery.configured = peers, configured
 	s.delivery.mu.Unlock()
+}
+
+// NotSent says, for each configured peer of m's family that its router
+// profile keeps m from, why: "not sent to 127.0.0.4: frr resets sessions
+// on !=". Sorted by address; empty when m goes to every peer or is not in
+// the RIB.
+func (s *Speaker) NotSent(m flowspec.Match) []string {
+	a, inRIB := s.Lookup(m)
+	mask := s.hold.maskOf(m)
+	if !inRIB || mask == 0 {
+		return nil
+	}
+	type line struct {
+		addr netip.Addr
+		text string
+	}
+	var lines []line
+	s.delivery.mu.RLock()
+	for addr, fams := range s.delivery.configured {
+		if !slices.Contains(fams, m.Family()) {
+			continue
+		}
+		c := s.hold.classOfPeer(addr)
+		if c < 0 || mask&(1<<c) == 0 {
+			continue
+		}
+		pa, _ := netip.ParseAddr(addr)
+		lines = append(lines, line{pa, "not sent to " + addr + ": " + s.hold.reason(c, flowspec.Rule{Match: m, Action: a})})
+	}
+	s.delivery.mu.RUnlock()
+	slices.SortFunc(lines, func(x, y line) int { return x.addr.Compare(y.addr) })
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = l.text
+	}
+	return out
 }

@@ -302,7 +302,9 @@ func (s *Speaker) onBestPaths(epoch uint64, paths []*apiutil.Path) {
 				"family", fam, "error", err, "path", p.Nlri.String())
 			continue
 		}
-		if p.Withdrawal {
+		// A tombstone (holdback.go) is a withdrawn rule kept in the RIB
+		// so that its withdrawal reaches only the peers that had it.
+		if p.Withdrawal || (!fam.IsRoute() && s.isTombstone(p.Attrs)) {
 			ups = append(ups, upd{m: m, del: true})
 			continue
 		}

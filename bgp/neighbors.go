@@ -10,6 +10,7 @@ import (
 	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -29,6 +30,9 @@ type PeerGroup struct {
 	RestartTime       time.Duration
 	ConnectRetry      time.Duration
 	Description       string
+	// Profile is the router profile of every dynamic neighbor of the
+	// group (see Neighbor.Profile).
+	Profile string
 }
 
 // DynamicNeighbor accepts sessions from any address in Prefix with the
@@ -191,6 +195,22 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
+	// Router profiles first (holdback.go, point 5): the rules' tags for
+	// the profiles now in use, and every neighbor, old or new, in its
+	// profile's neighbor set before any session is added.
+	pc, use := classesOf(&next)
+	if use != s.hold.inUse() {
+		if err := s.retag(ctx, use, pc); err != nil {
+			return ch, err
+		}
+	} else {
+		s.hold.setPeers(pc)
+	}
+	prev := s.cfg
+	if _, err := s.syncNeighborSets(ctx, &prev, &next); err != nil {
+		return ch, err
+	}
+
 	old := map[netip.Addr]Neighbor{}
 	for _, n := range s.cfg.Neighbors {
 		old[n.Address.Unmap()] = n
@@ -259,7 +279,91 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 	for _, l := range [][]netip.Addr{ch.Added, ch.Removed, ch.Changed, ch.Unchanged} {
 		slices.SortFunc(l, netip.Addr.Compare)
 	}
+	// Now only the new configuration's members; a changed neighbor that
+	// came up while it was in both its old and new profile's set gets
+	// the export policy applied again.
+	removed, err := s.syncNeighborSets(ctx, &next)
+	if err != nil {
+		return ch, err
+	}
+	if removed {
+		resets := make([]string, 0, len(ch.Changed))
+		for _, a := range ch.Changed {
+			resets = append(resets, a.String())
+		}
+		if ch.DynamicChanged {
+			resets = []string{"all"}
+		}
+		for _, a := range resets {
+			if err := s.softResetOut(ctx, a); err != nil {
+				s.log.Warn("soft reset out after a router profile change", "peer", a, "error", err)
+			}
+		}
+	}
 	s.log.Info("neighbors reconfigured", "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed,
 		"unchanged", len(ch.Unchanged), "dynamic_changed", ch.DynamicChanged)
 	return ch, nil
+}
+
+// retag makes the hold-back state that of the profiles in use and
+// announces again every rule of the mirror whose tags change. Called
+// with mu held, before any neighbor of the new configuration is added.
+func (s *Speaker) retag(ctx context.Context, use uint8, pc peerClasses) error {
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	// GoBGP's RIB, not the mirror: the mirror may not show yet a path
+	// Announce handed over just before.
+	all, err := s.ribRules(ctx, s.srv)
+	if err != nil {
+		return fmt.Errorf("bgp: reading the RIB to tag rules for the router profiles now in use: %w", err)
+	}
+	var rules []flowspec.Rule
+	for _, r := range all {
+		if !r.Match.Family().IsRoute() {
+			rules = append(rules, r)
+		}
+	}
+	old := make(map[flowspec.Match]uint8, len(rules))
+	for _, r := range rules {
+		old[r.Match] = s.hold.maskOf(r.Match)
+	}
+	s.hold.reset(use, pc, true)
+	for _, r := range rules {
+		if !r.Match.Family().IsRoute() {
+			s.hold.place(r)
+		}
+	}
+	// Rules some peer loses go first, rules some peer gains after: a
+	// capped router never holds more than its cap in between.
+	var lose, gain []*apiutil.Path
+	for _, r := range rules {
+		if r.Match.Family().IsRoute() {
+			continue
+		}
+		mask := s.hold.maskOf(r.Match)
+		if mask == old[r.Match] {
+			continue
+		}
+		p, err := s.flowspecPath(r, mask)
+		if err != nil {
+			return err
+		}
+		if mask&^old[r.Match] != 0 {
+			lose = append(lose, p)
+		} else {
+			gain = append(gain, p)
+		}
+	}
+	paths := append(lose, gain...)
+	for len(paths) > 0 {
+		n := min(len(paths), batchSize)
+		for _, err := range s.addPaths(ctx, s.srv, paths[:n]) {
+			if err != nil {
+				return fmt.Errorf("bgp: tagging rules for the router profiles now in use: %w", err)
+			}
+		}
+		paths = paths[n:]
+	}
+	s.log.Info("router profiles in use changed: rules tagged again", "rules", len(old))
+	return nil
 }

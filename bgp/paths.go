@@ -91,6 +91,9 @@ func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
 		}
 		return errs
 	}
+	// Not before running(): Reconfigure holds mu while it waits for tagMu.
+	s.tagMu.RLock()
+	defer s.tagMu.RUnlock()
 	paths := make([]*apiutil.Path, 0, min(len(rules), batchSize))
 	idx := make([]int, 0, cap(paths))
 	flush := func() {
@@ -98,19 +101,31 @@ func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
 			return
 		}
 		for i, err := range s.addPaths(ctx, srv, paths) {
-			errs[idx[i]] = err
+			switch {
+			case idx[i] >= 0:
+				errs[idx[i]] = err
+			case err != nil:
+				s.log.Warn("rule whose place under a rule cap changed not announced again (the next reconcile pass does)", "rule", paths[i].Nlri.String(), "error", err)
+			}
 		}
 		paths, idx = paths[:0], idx[:0]
 	}
 	for i, r := range rules {
-		p, err := s.announcePath(r)
+		p, before, after, err := s.announcePath(r)
+		// Rules a cap's choice moved go in the same call, in order (see
+		// holdState.place); -1: no caller's rule.
+		for _, mp := range before {
+			paths, idx = append(paths, mp), append(idx, -1)
+		}
 		if err != nil {
 			errs[i] = err
-			continue
+		} else {
+			paths, idx = append(paths, p), append(idx, i)
 		}
-		paths = append(paths, p)
-		idx = append(idx, i)
-		if len(paths) == batchSize {
+		for _, mp := range after {
+			paths, idx = append(paths, mp), append(idx, -1)
+		}
+		if len(paths) >= batchSize {
 			flush()
 		}
 	}
@@ -118,26 +133,81 @@ func (s *Speaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
 	return errs
 }
 
-// announcePath checks r and builds its GoBGP path.
-func (s *Speaker) announcePath(r flowspec.Rule) (*apiutil.Path, error) {
+// movedPaths builds the paths of rules whose place under a rule cap
+// changed (holdback.go, point 4), with their current tags.
+func (s *Speaker) movedPaths(ms []flowspec.Match) []*apiutil.Path {
+	var paths []*apiutil.Path
+	for _, m := range ms {
+		r, mask, ok := s.hold.again(m)
+		if !ok {
+			continue
+		}
+		p, err := s.flowspecPath(r, mask)
+		if err != nil {
+			s.log.Warn("rule whose place under a rule cap changed cannot be announced again", "rule", m.String(), "error", err)
+			continue
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// announceMoved announces again, with their new hold-back tags, the rules
+// whose place under a rule cap changed. Nothing maps them to a caller's
+// rule, so failures are logged; the reconciler's next pass announces every
+// desired rule again anyway.
+func (s *Speaker) announceMoved(ctx context.Context, srv *server.BgpServer, moved []flowspec.Match) {
+	paths := s.movedPaths(moved)
+	for len(paths) > 0 {
+		n := min(len(paths), batchSize)
+		for i, err := range s.addPaths(ctx, srv, paths[:n]) {
+			if err != nil {
+				s.log.Warn("rule whose place under a rule cap changed not announced again", "rule", paths[i].Nlri.String(), "error", err)
+			}
+		}
+		paths = paths[n:]
+	}
+}
+
+// announcePath checks r and builds its GoBGP path, tagged with the
+// profiles that must not get it (holdback.go). before and after are the
+// paths of other rules whose tags changed with it (rule caps), to hand to
+// GoBGP before and after it (holdState.place).
+func (s *Speaker) announcePath(r flowspec.Rule) (p *apiutil.Path, before, after []*apiutil.Path, err error) {
 	if r.Match.Family().IsRoute() {
-		return s.routeAnnouncePath(r)
+		p, err := s.routeAnnouncePath(r)
+		return p, nil, nil, err
 	}
 	if !r.Match.IsValid() || !r.Action.IsValid() {
-		return nil, &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
+		return nil, nil, nil, &RefusedError{Match: r.Match, Reason: "invalid rule (zero match or action)"}
 	}
 	if err := Sendable(r.Match); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
+	if _, err := nativeNLRI(r.Match); err != nil {
+		return nil, nil, nil, err
+	}
+	mask, displaced, promoted := s.hold.place(r)
+	before, after = s.movedPaths(displaced), s.movedPaths(promoted)
+	p, err = s.flowspecPath(r, mask)
+	if err != nil {
+		return nil, before, after, err
+	}
+	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
+	return p, before, after, nil
+}
+
+// flowspecPath builds the GoBGP path of FlowSpec rule r with the
+// hold-back tags of mask.
+func (s *Speaker) flowspecPath(r flowspec.Rule, mask uint8) (*apiutil.Path, error) {
 	nlri, err := nativeNLRI(r.Match)
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := s.attrs.flowspec(r.Match.Family(), r.Action)
+	attrs, err := s.attrs.flowspec(r.Match.Family(), r.Action, mask, s.tagAttr)
 	if err != nil {
 		return nil, &RefusedError{Match: r.Match, Reason: "action cannot be encoded: " + err.Error()}
 	}
-	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
 	return &apiutil.Path{Family: gobgpFamily(r.Match.Family()), Nlri: nlri, Attrs: attrs}, nil
 }
 
@@ -172,17 +242,30 @@ func (s *Speaker) addPaths(ctx context.Context, srv *server.BgpServer, paths []*
 // Withdraw deletes the local paths whose NLRIs are ms. Withdrawing a path
 // that is not there is not an error. errs[i] is the outcome for ms[i].
 func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
-	errs := make([]error, len(ms))
 	srv, err := s.running()
 	if err != nil {
+		errs := make([]error, len(ms))
 		for i := range errs {
 			errs[i] = err
 		}
 		return errs
 	}
+	return s.withdrawOn(ctx, srv, ms)
+}
+
+// withdrawOn is Withdraw on srv (StopWithdrawn holds mu).
+func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []flowspec.Match) []error {
+	s.tagMu.RLock()
+	defer s.tagMu.RUnlock()
+	errs := make([]error, len(ms))
 	paths := make([]*apiutil.Path, 0, min(len(ms), batchSize))
 	idx := make([]int, 0, cap(paths))
 	var routes []flowspec.Match
+	// Rules some router profile in use cannot take are replaced by
+	// tombstones instead of deleted (holdback.go, point 2).
+	var tombs []*apiutil.Path
+	var tombIdx []int
+	var moved []flowspec.Match
 	flush := func() {
 		if len(paths) == 0 {
 			return
@@ -212,6 +295,24 @@ func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
 		}
 		if m.Family().IsRoute() {
 			routes = append(routes, m)
+		} else if _, inRIB := s.Lookup(m); !inRIB && s.hold.tombstoned(m) {
+			continue // withdrawn from every peer already
+		} else {
+			tomb, mv := s.hold.remove(m)
+			moved = append(moved, mv...)
+			if tomb {
+				attrs := s.tomb4
+				if m.Family() == flowspec.IPv6 {
+					attrs = s.tomb6
+				}
+				tombs = append(tombs, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs})
+				tombIdx = append(tombIdx, i)
+				// Counted as leaked until a Restart drops it, also when
+				// the rule was not in the RIB (the mirror may lag, so a
+				// tombstone is added whatever it says).
+				s.noteAnnounced(m)
+				continue
+			}
 		}
 		paths = append(paths, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: originIGP, Withdrawal: true})
 		idx = append(idx, i)
@@ -220,6 +321,14 @@ func (s *Speaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
 		}
 	}
 	flush()
+	for len(tombs) > 0 {
+		n := min(len(tombs), batchSize)
+		for j, err := range s.addPaths(ctx, srv, tombs[:n]) {
+			errs[tombIdx[j]] = err
+		}
+		tombs, tombIdx = tombs[n:], tombIdx[n:]
+	}
+	s.announceMoved(ctx, srv, moved)
 	return errs
 }
 
@@ -282,8 +391,9 @@ type attrCache struct {
 }
 
 type attrKey struct {
-	fam flowspec.Family
-	a   flowspec.Action
+	fam  flowspec.Family
+	a    flowspec.Action
+	mask uint8 // hold-back tags (holdback.go)
 }
 
 const maxAttrCache = 1 << 14
@@ -311,10 +421,12 @@ func mustMPReach(f gobgp.Family, nlri []byte, nh netip.Addr) gobgp.PathAttribute
 
 // flowspec returns the attributes of a FlowSpec path of family f with
 // action a: ORIGIN IGP, MP_REACH, EXTENDED_COMMUNITIES and IPv6
-// EXTENDED_COMMUNITIES with the action. No AS_PATH: GoBGP prepends our AS
-// for eBGP peers and attaches an empty one for iBGP peers.
-func (c *attrCache) flowspec(f flowspec.Family, a flowspec.Action) ([]gobgp.PathAttributeInterface, error) {
-	k := attrKey{f, a}
+// EXTENDED_COMMUNITIES with the action, and LARGE_COMMUNITIES with the
+// hold-back tags of mask (holdback.go; built by tags) when it is not 0.
+// No AS_PATH: GoBGP prepends our AS for eBGP peers and attaches an empty
+// one for iBGP peers.
+func (c *attrCache) flowspec(f flowspec.Family, a flowspec.Action, mask uint8, tags func(uint8) gobgp.PathAttributeInterface) ([]gobgp.PathAttributeInterface, error) {
+	k := attrKey{f, a, mask}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if attrs, ok := c.m[k]; ok {
@@ -343,6 +455,9 @@ func (c *attrCache) flowspec(f flowspec.Family, a flowspec.Action) ([]gobgp.Path
 		if ext == nil {
 			ext = at
 		}
+	}
+	if mask != 0 {
+		attrs = append(attrs, tags(mask))
 	}
 	c.put(k, attrs)
 	if ext != nil {

@@ -117,7 +117,7 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 	// The peer's own announcement is rejected: not in our RIB, not in the
 	// mirror, only counted as received.
 	theirs := match4(t, 99)
-	theirsPath, err := s.announcePath(flowspec.Rule{Match: theirs, Action: flowspec.Discard()})
+	theirsPath, _, _, err := s.announcePath(flowspec.Rule{Match: theirs, Action: flowspec.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/profile"
 )
 
 // PeerStatus describes one configured neighbor.
@@ -26,9 +27,8 @@ type PeerStatus struct {
 	Uptime      time.Duration
 	Families    []string // configured FlowSpec families, e.g. "ipv4-flowspec"
 	// Sent counts the paths advertised: the mirror's paths in the peer's
-	// families while the session is established (we have no export policy,
-	// so every local path goes to every peer of its family; UPDATEs still
-	// queued for sending are included).
+	// families while the session is established, less those its router
+	// profile holds back (UPDATEs still queued for sending are included).
 	Sent int
 	// Received counts routes the peer sent; all are rejected by the import
 	// policy but held in GoBGP's Adj-RIB-In.
@@ -48,6 +48,11 @@ type PeerStatus struct {
 	// Hint tells the operator what to check when the session is not up
 	// and has never come up.
 	Hint string
+	// Profile is the neighbor's router profile ("generic" when none is
+	// set) and HeldBack the rules of its families the profile keeps from
+	// it (holdback.go); Sent does not count them.
+	Profile  string
+	HeldBack int
 }
 
 // peerInfo is what the peer watch saw of one session.
@@ -260,6 +265,22 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 				st.Received += int(af.State.Received)
 			}
 		}
+		st.Profile = profile.Generic
+		if c := s.hold.classOfPeer(st.Address); c >= 0 {
+			st.Profile = restrictive[c].Name
+			var fams []flowspec.Family
+			for _, f := range st.Families {
+				if ff, err := flowspec.ParseFamily(f); err == nil {
+					fams = append(fams, ff)
+				}
+			}
+			st.HeldBack = s.hold.heldCount(c, fams)
+			if established {
+				st.Sent = max(st.Sent-st.HeldBack, 0)
+			}
+		} else if n, ok := s.neighborProfile(st.Address); ok {
+			st.Profile = n
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b PeerStatus) int {
@@ -351,4 +372,21 @@ func (s *Speaker) apiFamily(f flowspec.Family) *api.Family {
 		return &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
 	}
 	return s.fam4
+}
+
+// neighborProfile returns the profile configured for the neighbor at addr
+// when it is not a restrictive one (bird, generic), for Peers.
+func (s *Speaker) neighborProfile(addr string) (string, bool) {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.cfg.Neighbors {
+		if n.Address.Unmap() == a.Unmap() && n.Profile != "" {
+			return n.Profile, true
+		}
+	}
+	return "", false
 }

@@ -13,6 +13,8 @@ import (
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -45,12 +47,15 @@ func (s *Speaker) Restart(ctx context.Context) error {
 	if !s.started || s.stopped || s.srv == nil {
 		return ErrNotRunning
 	}
-	s.mirror.mu.RLock()
-	held := make([]flowspec.Rule, 0, len(s.mirror.paths))
-	for m, a := range s.mirror.paths {
-		held = append(held, flowspec.Rule{Match: m, Action: a})
+	// What GoBGP's RIB holds, not the mirror: the mirror may not show yet
+	// a path an Announce handed over just before (it would be lost with
+	// the old server). tagMu keeps Announce and Withdraw out meanwhile.
+	s.tagMu.Lock()
+	defer s.tagMu.Unlock()
+	held, err := s.ribRules(ctx, s.srv)
+	if err != nil {
+		return fmt.Errorf("bgp: restart: %w", err)
 	}
-	s.mirror.mu.RUnlock()
 
 	s.cancel()
 	old := s.srv
@@ -102,14 +107,19 @@ func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
 		if r.Match.Family().IsRoute() {
 			p, err = routePath(r.Match, r.Action) // the next hop as found
 		} else {
-			p, err = s.announcePath(r)
+			// No peer is added yet: the order of rules a cap moved does
+			// not matter, only that each one's last path has its last tags.
+			var before, after []*apiutil.Path
+			p, before, after, err = s.announcePath(r)
+			paths = append(paths, before...)
+			paths = append(paths, after...)
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		paths = append(paths, p)
-		if len(paths) == batchSize {
+		if len(paths) >= batchSize {
 			flush()
 		}
 	}
@@ -197,16 +207,26 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// Leaked counts a path announced but not yet seen by the mirror (the
+	// watch lags the RIB) as leaked, so while rules stream in it runs
+	// ahead; and a Restart replays what the mirror holds. So compact only
+	// once the mirror has not changed for a whole tick (settled).
+	var lastGen uint64
+	settledOver := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		leaked := s.Leaked()
-		if leaked < threshold {
+		leaked, gen := s.Leaked(), s.Generation()
+		over := leaked >= threshold
+		ready := over && settledOver && gen == lastGen
+		settledOver, lastGen = over, gen
+		if !ready {
 			continue
 		}
+		settledOver = false
 		s.log.Warn("compacting GoBGP's RIB: restarting the speaker", "leaked_destinations", leaked, "paths", s.Len())
 		if err := s.Restart(ctx); err != nil {
 			s.log.Error("compaction restart failed", "err", err)
@@ -217,4 +237,38 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 		// RSS, not only the heap, stays bounded.
 		debug.FreeOSMemory()
 	}
+}
+
+// ribRules returns every local path of srv's RIB, tombstones left out,
+// decoded as the mirror decodes them (a path it cannot decode is left
+// out, as the mirror leaves it out). It reads GoBGP's tables, so it sees
+// every path an AddPath call that returned put there, which the mirror
+// may not show yet.
+func (s *Speaker) ribRules(ctx context.Context, srv *server.BgpServer) ([]flowspec.Rule, error) {
+	var rules []flowspec.Rule
+	for _, fam := range []flowspec.Family{flowspec.IPv4, flowspec.IPv6, flowspec.IPv4Unicast, flowspec.IPv6Unicast} {
+		err := s.call(ctx, "list rib "+fam.String(), func() error {
+			return srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgpFamily(fam)},
+				func(n gobgp.NLRI, ps []*apiutil.Path) {
+					for _, p := range ps {
+						if !isLocal(p) || (!fam.IsRoute() && s.isTombstone(p.Attrs)) {
+							continue
+						}
+						m, err := decodeNLRI(fam, n)
+						if err != nil {
+							continue
+						}
+						a, err := s.pathAction(fam, p)
+						if err != nil {
+							continue
+						}
+						rules = append(rules, flowspec.Rule{Match: m, Action: a})
+					}
+				})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rules, nil
 }

@@ -56,6 +56,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/server"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/profile"
 )
 
 // DefaultCallTimeout bounds each GoBGP API call when Config.CallTimeout is 0.
@@ -149,6 +150,11 @@ type Neighbor struct {
 	// MultihopTTL enables eBGP multihop with this TTL (0: directly
 	// connected, TTL 1, for eBGP).
 	MultihopTTL uint8
+	// Profile names the router profile (package profile) that decides
+	// which rules this neighbor can take; "" is the permissive generic.
+	// Rules the profile refuses, or its rule cap leaves out, are never
+	// sent to it (holdback.go).
+	Profile string
 	// Password enables TCP MD5 (RFC 2385) with this key (at most 80 bytes).
 	// Start fails if the key cannot be installed. Go 1.24+ makes listeners
 	// Multipath TCP by default and Linux refuses MD5 on those: a binary
@@ -173,6 +179,7 @@ type Speaker struct {
 	attrs  attrCache
 	// delivery and restarts: see delivery.go and restart.go.
 	delivery deliveryTable
+	hold     holdState
 	restarts restartState
 	routes   routeState
 	peers    peerTable
@@ -184,6 +191,13 @@ type Speaker struct {
 	peersStarted bool                // StartPeers ran (or Start without HoldPeers)
 	added        map[netip.Addr]bool // neighbors added to the current server
 	dynAdded     bool                // peer groups and dynamic neighbors too
+	nbSets       map[string][]string // the export policy's neighbor sets as installed
+	// tagMu keeps Announce and Withdraw (read) out while retag
+	// (Reconfigure, write) rebuilds the hold-back state from the RIB: a
+	// rule placed in between would keep the tags of the old profiles.
+	tagMu sync.RWMutex
+	// tomb4 and tomb6 are the attributes of tombstones (holdback.go).
+	tomb4, tomb6 []gobgp.PathAttributeInterface
 
 	// GoBGP only logs some failures; the log adapter reports them here.
 	md5mu     sync.Mutex
@@ -208,6 +222,8 @@ func New(log hclog.Logger, cfg Config) *Speaker {
 		changes: make(chan struct{}, 1),
 	}
 	s.mirror.init()
+	s.tomb4 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS4, s.tagAttr(tombBit)}
+	s.tomb6 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS6, s.tagAttr(tombBit)}
 	s.routes.init(cfg.RouteNextHop4, cfg.RouteNextHop6)
 	s.peers.init()
 	return s
@@ -299,6 +315,14 @@ func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
 		return err
 	}
 	if err := s.installImportPolicy(ctx, srv); err != nil {
+		return err
+	}
+	if err := s.installExportPolicy(ctx, srv); err != nil {
+		return err
+	}
+	pc, use := classesOf(&s.cfg)
+	s.hold.reset(use, pc, false)
+	if _, err := s.syncNeighborSets(ctx, &s.cfg); err != nil {
 		return err
 	}
 	// Loaded before the watch, so that the mirror's snapshot holds them
@@ -398,9 +422,23 @@ func (s *Speaker) StopWithdrawn(ctx context.Context) error {
 		return ErrNotRunning
 	}
 	srv := s.srv
-	err := s.call(ctx, "withdraw all", func() error {
-		return srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true})
-	})
+	var err error
+	if s.hold.inUse() == 0 {
+		err = s.call(ctx, "withdraw all", func() error {
+			return srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true})
+		})
+	} else {
+		// With router profiles in use, deleting everything would send
+		// every router the withdrawals of rules it was never sent, some
+		// of which it cannot parse (holdback.go): withdraw rule by rule.
+		s.mirror.mu.RLock()
+		ms := make([]flowspec.Match, 0, len(s.mirror.paths))
+		for m := range s.mirror.paths {
+			ms = append(ms, m)
+		}
+		s.mirror.mu.RUnlock()
+		err = errors.Join(s.withdrawOn(ctx, srv, ms)...)
+	}
 	if err == nil {
 		err = s.waitAdjOutEmpty(ctx, srv)
 	}
@@ -574,12 +612,18 @@ func (c *Config) validate() error {
 				return fmt.Errorf("%s: unknown family %d", where, f)
 			}
 		}
+		if _, err := profile.Lookup(n.Profile); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
 		seen[n.Address.Unmap()] = true
 	}
 	groups := map[string]bool{}
 	for _, g := range c.PeerGroups {
 		if g.Name == "" || groups[g.Name] || g.ASN == 0 {
 			return fmt.Errorf("bgp: config: peer group %q: empty or duplicate name, or asn 0", g.Name)
+		}
+		if _, err := profile.Lookup(g.Profile); err != nil {
+			return fmt.Errorf("bgp: config: peer group %q: %w", g.Name, err)
 		}
 		groups[g.Name] = true
 	}

@@ -397,8 +397,10 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()
 	for _, r := range rules {
+		// One field: "no" until a pass saw the path in the RIB, then to
+		// how many of the configured peers it went.
 		expires, announced := expiresIn(r.ExpiresAt, now), yesNo(r.Announced)
-		if r.AnnouncedTo != "" {
+		if r.Announced && r.AnnouncedTo != "" {
 			announced = "announced " + r.AnnouncedTo
 		}
 		switch r.State {
@@ -413,6 +415,11 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	for _, r := range rules {
+		for _, n := range r.NotSent {
+			fmt.Fprintf(c.stderr, "rule %d %s\n", r.ID, n)
+		}
 	}
 	for _, r := range rules {
 		if r.ShadowedBy != 0 {
@@ -470,12 +477,15 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
 	t.row("expires:", expires)
 	t.row("announced:", yesNo(r.Announced))
-	if r.AnnouncedTo != "" {
+	if r.Announced && r.AnnouncedTo != "" {
 		peers := strings.Join(r.Peers, ", ")
 		if peers == "" {
 			peers = "none"
 		}
 		t.row("delivered to:", r.AnnouncedTo+" peers: "+peers)
+	}
+	for _, n := range r.NotSent {
+		t.row("held back:", n)
 	}
 	t.row("last error:", lastErr)
 	return t.flush()
@@ -603,14 +613,18 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 // peerTable prints the sessions, then for each one that is not
 // established (or has flapped) why, as `birdc show protocols all` does.
 func peerTable(w io.Writer, peers []api.Peer) error {
-	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FLAPS", "FAMILIES")
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "FLAPS", "FAMILIES", "PROFILE")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
 			uptime = shortDuration(time.Duration(p.UptimeSeconds) * time.Second)
 		}
+		profile := p.Profile
+		if profile == "" {
+			profile = "-"
+		}
 		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
-			strconv.Itoa(p.Sent), strconv.Itoa(p.Flaps), strings.Join(p.Families, ","))
+			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile)
 	}
 	if err := t.flush(); err != nil {
 		return err

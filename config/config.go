@@ -83,6 +83,9 @@ type Session struct {
 	// reset (DefaultConnectRetry when unset).
 	ConnectRetry time.Duration
 	Description  string
+	// Profile is the router profile (package profile) deciding which
+	// rules the router can take; "" is the permissive generic one.
+	Profile string
 }
 
 // Neighbor is one upstream router.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/profile"
 )
 
 // sessionFile is the TOML form of Session, shared by [[neighbor]] and
@@ -25,6 +27,7 @@ type sessionFile struct {
 	GracefulRestart   bool     `toml:"graceful_restart"`
 	RestartTime       string   `toml:"restart_time"`
 	ConnectRetry      string   `toml:"connect_retry"`
+	Profile           string   `toml:"profile"`
 }
 
 // DefaultRestartTime is the graceful restart time when restart_time is
@@ -74,6 +77,11 @@ func (v *validator) session(key func(string) string, s *sessionFile, neighbor bo
 		out.Families = append(out.Families, fam)
 	}
 	out.Description = s.Description
+	if _, err := profile.Lookup(s.Profile); err != nil {
+		v.add(key("profile"), "%q is not a router profile: use one of %s (contrib/routers/README.md tells which)", s.Profile, strings.Join(profile.Names(), ", "))
+	} else {
+		out.Profile = s.Profile
+	}
 
 	out.HoldTime = v.duration(key("hold_time"), s.HoldTime, 3*time.Second, 65535*time.Second, "the hold time is 3s..65535s (BGP minimum 3s)")
 	out.KeepaliveInterval = v.duration(key("keepalive_interval"), s.KeepaliveInterval, time.Second, 21845*time.Second, "the keepalive interval is at least 1s")
@@ -306,4 +314,25 @@ func (v *validator) guardrails(f *file, c *Config) {
 		}
 		c.Guardrails.PrefixLengths[r.fam] = Range{Min: int(r.vals[0]), Max: int(r.vals[1])}
 	}
+}
+
+// Warnings returns what check-config reports without failing: neighbors
+// and peer groups without a router profile (they get every rule, as the
+// permissive "generic" profile; a router that cannot parse one may reset
+// the session).
+func (c *Config) Warnings() []string {
+	var out []string
+	for _, n := range c.Neighbors {
+		if n.Profile == "" {
+			out = append(out, fmt.Sprintf("neighbor %s has no profile: it gets every rule (profile \"generic\"); set profile = one of %s so that rules its router cannot take are held back (contrib/routers/README.md)",
+				n.Address, strings.Join(profile.Names(), ", ")))
+		}
+	}
+	for _, g := range c.PeerGroups {
+		if g.Profile == "" {
+			out = append(out, fmt.Sprintf("peer group %q has no profile: its routers get every rule (profile \"generic\"); set profile = one of %s (contrib/routers/README.md)",
+				g.Name, strings.Join(profile.Names(), ", ")))
+		}
+	}
+	return out
 }

@@ -9,9 +9,11 @@ package e2e
 //
 // Where a receiver cannot take a rule, the table records it as that
 // receiver's limitation (see e2e/RECEIVERS.md for the evidence) and the
-// rule is not sent to it: ribkeeper cannot yet hold a rule back from one
-// peer, so each receiver gets its own ribkeeper carrying only the rules
-// that receiver takes.
+// rule is not sent to it: each receiver gets its own ribkeeper carrying
+// only the rules that receiver takes, so that the matrix measures the
+// receivers without router profiles in the way (the profiles built from
+// these limitations, package profile, are tested with FRR and BIRD on one
+// ribkeeper in holdback_test.go).
 
 import (
 	"encoding/json"

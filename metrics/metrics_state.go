@@ -73,6 +73,9 @@ var (
 	descPeerSent = prometheus.NewDesc(metricsNamespace+"_peer_prefixes_sent",
 		"Paths advertised to the peer (FlowSpec rules of its families).",
 		[]string{"peer"}, nil)
+	descPeerHeldBack = prometheus.NewDesc(metricsNamespace+"_peer_rules_held_back",
+		"Rules of the peer's families that its router profile keeps from it (a component, operator or action it cannot take, or past its rule cap).",
+		[]string{"peer", "profile"}, nil)
 	descPeerReceived = prometheus.NewDesc(metricsNamespace+"_peer_prefixes_received",
 		"Routes the peer sent (all rejected by the import policy).",
 		[]string{"peer"}, nil)
@@ -89,7 +92,7 @@ type stateCollector struct {
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRules, descRulesAnnounced, descDrift, descPeerState,
-		descPeerUp, descPeerUptime, descPeerSent, descPeerReceived, descRIBPaths, descRIBReady} {
+		descPeerUp, descPeerUptime, descPeerSent, descPeerHeldBack, descPeerReceived, descRIBPaths, descRIBReady} {
 		ch <- d
 	}
 }
@@ -177,6 +180,7 @@ func (c *stateCollector) collectPeers(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPeerUptime, prometheus.GaugeValue, uptime, p.Address)
 		ch <- prometheus.MustNewConstMetric(descPeerSent, prometheus.GaugeValue, float64(p.Sent), p.Address)
 		ch <- prometheus.MustNewConstMetric(descPeerReceived, prometheus.GaugeValue, float64(p.Received), p.Address)
+		ch <- prometheus.MustNewConstMetric(descPeerHeldBack, prometheus.GaugeValue, float64(p.HeldBack), p.Address, p.Profile)
 	}
 }
 
