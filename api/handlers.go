@@ -35,6 +35,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
+	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
 	}
