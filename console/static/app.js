@@ -71,6 +71,12 @@
     return s + 's';
   }
 
+  function fmtSeconds(s) {
+    if (s >= 1) return s.toFixed(2) + ' s';
+    if (s >= 0.001) return (s * 1000).toFixed(1) + ' ms';
+    return Math.round(s * 1e6) + ' µs';
+  }
+
   function fmtTime(iso) {
     if (!iso) return '';
     const t = new Date(iso);
@@ -153,6 +159,7 @@
   }
 
   function loggedOut(msg) {
+    $('#flash').hidden = true;
     if (S.stream) S.stream.abort();
     S.stream = null;
     S.me = null;
@@ -278,7 +285,11 @@
       if (e.status !== 401) flash('Rules: ' + e.message, true);
       return;
     }
-    S.rules = out.rules || [];
+    const rules = out.rules || [];
+    const sig = JSON.stringify(rules);
+    if (sig === S.rulesSig) return; // nothing new: keep the page as it is
+    S.rulesSig = sig;
+    S.rules = rules;
     renderRules();
     if (S.view === 'rule' && S.rule) {
       const r = S.rules.find((x) => x.id === S.rule.id);
@@ -465,7 +476,7 @@
       lp.append(el('p', {},
         el('span', {class: 'badge r-' + p.result, text: p.result}), ' ',
         el('span', {text: 'started ' + fmtTime(p.started) + ' (', }), el('span', {'data-ago': p.started, text: ago(p.started)}),
-        el('span', {text: '), took ' + (p.duration_seconds * 1000).toFixed(1) + ' ms'})));
+        el('span', {text: '), took ' + fmtSeconds(p.duration_seconds)})));
       lp.append(kv([['added', p.added], ['updated', p.updated], ['withdrawn', p.withdrawn], ['finished', p.finished],
         ['in the RIB as wanted', p.adopted], ['orphans', p.orphans], ['pending', p.pending], ['errors', p.errors]]));
       if (p.err) lp.append(el('p', {class: 'error', text: p.err}));
@@ -686,6 +697,7 @@
       const keys = new Set([...Object.keys(e.old || {}), ...Object.keys(e.new || {})]);
       for (const k of keys) {
         const o = (e.old || {})[k], n = (e.new || {})[k];
+        if (o === n) continue;
         ch.append(el('div', {}, el('span', {class: 'muted', text: k + ': '}),
           o !== undefined ? el('del', {text: o || '""'}) : null, o !== undefined && n !== undefined ? ' → ' : null,
           n !== undefined ? el('ins', {text: n || '""'}) : null));
