@@ -279,7 +279,7 @@ func TestConsole(t *testing.T) {
 		clearInput("#login-token"))
 	b.login(consoleWriteToken)
 	b.step("overview shows the BIRD session established",
-		chromedp.WaitVisible(chromedp.CSS(`#peers tr[data-peer="127.0.0.2"] .s-established`)))
+		chromedp.WaitVisible(chromedp.CSS(`#peers tr[data-peer="127.0.0.2"] .p-established`)))
 	who := b.text("#who")
 	if !strings.Contains(who, "ops") || !strings.Contains(who, "write") {
 		t.Errorf("header says %q, want the token name ops and write", who)

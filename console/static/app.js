@@ -451,6 +451,12 @@
     return el('span', {class: 'badge s-' + state, text: state});
   }
 
+  // A session's state: BGP's "active" is a session trying to connect,
+  // not a rule's active.
+  function peerBadge(state) {
+    return el('span', {class: 'badge p-' + state, text: state});
+  }
+
   function renderOverview() {
     const st = S.status;
     if (!st) return;
@@ -501,7 +507,7 @@
       tb.append(el('tr', {'data-peer': pr.address},
         el('td', {class: 'mono', text: pr.address}),
         el('td', {text: String(pr.asn)}),
-        el('td', {}, stateBadge(pr.state)),
+        el('td', {}, peerBadge(pr.state)),
         el('td', up && pr.since ? {'data-since': pr.since, text: fmtDur((Date.now() - Date.parse(pr.since)) / 1000)}
           : {class: 'muted', text: pr.since ? 'down for ' + fmtDur((Date.now() - Date.parse(pr.since)) / 1000) : '–'}),
         el('td', {text: up ? String(pr.sent) : '–'}),
@@ -536,20 +542,26 @@
     const W = 860, H = 220, L = 48, R = 44, T = 12, B = 26;
     const t0 = Date.parse(pts[0].at), t1 = Date.parse(pts[pts.length - 1].at);
     const span = Math.max(t1 - t0, 1);
-    const maxA = Math.max(1, ...pts.map((p) => p.active));
-    const maxD = Math.max(1, ...pts.map((p) => p.drift_repairs));
+    // Both axes have 4 divisions of a round step, so that their labels
+    // sit on the same grid lines.
+    const step = (max) => {
+      const raw = Math.max(max, 1) / 4;
+      const p = Math.pow(10, Math.floor(Math.log10(raw)));
+      const m = [1, 2, 5, 10].find((k) => k * p >= raw);
+      return Math.max(1, m * p);
+    };
+    const topA = 4 * step(Math.max(...pts.map((p) => p.active)));
+    const topD = 4 * step(Math.max(...pts.map((p) => p.drift_repairs)));
     const x = (t) => L + (W - L - R) * (Date.parse(t) - t0) / span;
-    const yA = (v) => T + (H - T - B) * (1 - v / (maxA * 1.1));
-    const yD = (v) => T + (H - T - B) * (1 - v / (maxD * 1.1));
+    const yA = (v) => T + (H - T - B) * (1 - v / topA);
+    const yD = (v) => T + (H - T - B) * (1 - v / topD);
     const g = svg('svg', {viewBox: '0 0 ' + W + ' ' + H, class: 'chart-svg', role: 'img',
       'aria-label': 'active rules and drift repairs over time'});
     for (let i = 0; i <= 4; i++) {
-      const v = Math.round(maxA * 1.1 * i / 4);
-      const y = yA(v);
+      const y = yA(topA * i / 4);
       g.append(svg('line', {x1: L, x2: W - R, y1: y, y2: y, class: 'grid'}));
-      g.append(svg('text', {x: L - 6, y: y + 4, 'text-anchor': 'end', class: 'axis a-active'}, String(v)));
-      const dv = Math.round(maxD * 1.1 * i / 4);
-      g.append(svg('text', {x: W - R + 6, y: yD(dv) + 4, class: 'axis a-drift'}, String(dv)));
+      g.append(svg('text', {x: L - 6, y: y + 4, 'text-anchor': 'end', class: 'axis a-active'}, String(topA * i / 4)));
+      g.append(svg('text', {x: W - R + 6, y: y + 4, class: 'axis a-drift'}, String(topD * i / 4)));
     }
     for (let i = 0; i <= 4; i++) {
       const t = new Date(t0 + span * i / 4);
