@@ -232,4 +232,3 @@ func chromium(t *testing.T) string {
 	t.Skip("chromium not found (apt-get install chromium to run the console's browser tests)")
 	return ""
 }
-
