@@ -256,3 +256,26 @@ func TestConsoleAndWhoamiOverTCP(t *testing.T) {
 		t.Errorf("whoami over the socket: %s", w.Body)
 	}
 }
+
+// rule validate (and rule add --dry-run) print the canonical text, or the
+// parser's one-line error, and store nothing.
+func TestCLIValidate(t *testing.T) {
+	ts := startServer(t)
+	for _, args := range [][]string{
+		{"rule", "validate", "--ttl", "10m", "match destination 203.0.113.7/32 protocol udp then discard"},
+		{"rule", "add", "--dry-run", "match destination 203.0.113.7/32 protocol udp then discard"},
+	} {
+		code, out, errOut := runCLI(t, ts.sock, args...)
+		if code != 0 || out != "match destination 203.0.113.7/32 protocol ==17 then discard\n" || !strings.Contains(errOut, "nothing stored") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	code, out, errOut := runCLI(t, ts.sock, "rule", "validate", "match destinaton 203.0.113.7/32 then discard")
+	if code != 1 || out != "" || !strings.HasPrefix(errOut, "ribkeeper rule validate: ") ||
+		!strings.Contains(errOut, `"destinaton" (column 7)`) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("typo: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if n := ts.rules.count(); n != 0 {
+		t.Errorf("validation stored %d rules", n)
+	}
+}

@@ -38,7 +38,8 @@ import (
 //	       in the store: added, updated, withdrawn, expired, by any
 //	       appliance sharing the store
 //	rules  {"changed": N}: more rules changed at once than are sent one
-//	       by one: list them again
+//	       by one (N counts the rules, or for a large bulk change the
+//	       store's history entries): list them again
 //	peer   a peer (as GET /v1/peers) whose session state changed;
 //	       state "removed" for a neighbor no longer configured
 //	pass   a reconcile pass (as GET /v1/status's last_pass) that changed
@@ -69,6 +70,11 @@ const DefaultEventRing = 1024
 // maxRuleEvents is how many rules changed at once are sent one by one;
 // beyond it a single rules event asks clients to list them again.
 const maxRuleEvents = 100
+
+// maxEntriesPerRule bounds the history entries (the change and its
+// status writes) one rule change usually makes: beyond maxRuleEvents times
+// as many new entries, the changed rules are not read at all.
+const maxEntriesPerRule = 4
 
 // subscriberBuffer is how many events may wait for a slow client before
 // its stream is closed (it reconnects with Last-Event-ID and misses
@@ -229,6 +235,20 @@ func (e *Events) pollRules(ctx context.Context) bool {
 			e.lostTrack = false
 			e.emit(EventReset, resetData{ID: e.lastID(), Reason: "the store could not be read for a while"})
 		}
+		return true
+	}
+	rev, err := e.rules.Revision(ctx)
+	if err != nil {
+		e.readFailed("revision", err)
+		return false
+	}
+	if rev <= e.rev {
+		return true
+	}
+	if rev-e.rev > maxRuleEvents*maxEntriesPerRule {
+		// A bulk change: do not read it all only to say "list again".
+		e.emit(EventRules, rulesData{Changed: int(rev - e.rev)})
+		e.rev = rev
 		return true
 	}
 	d, err := e.rules.ChangedSince(ctx, e.rev)

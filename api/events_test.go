@@ -24,6 +24,7 @@ import (
 // every change is a history entry with the next revision.
 type fakeFeed struct {
 	mu      sync.Mutex
+	reads   int // ChangedSince calls
 	rev     int64
 	changed map[int64]int64 // rule id → revision of its last change
 	rules   map[int64]store.Rule
@@ -39,7 +40,7 @@ func (f *fakeFeed) set(id int64, st store.State) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rev++
-	r, err := flowspec.Parse(fmt.Sprintf("match destination 203.0.113.%d/32 then discard", id))
+	r, err := flowspec.Parse(fmt.Sprintf("match destination 10.%d.%d.%d/32 then discard", id>>16&255, id>>8&255, id&255))
 	if err != nil {
 		panic(err)
 	}
@@ -62,6 +63,7 @@ func (f *fakeFeed) ChangedSince(ctx context.Context, rev int64) (store.Delta, er
 	if f.down {
 		return store.Delta{}, fmt.Errorf("database down: %w", store.ErrUnavailable)
 	}
+	f.reads++
 	d := store.Delta{Next: max(f.rev, rev)}
 	for id, at := range f.changed {
 		if at <= rev {
@@ -338,6 +340,24 @@ func TestEventsBulkAndStoreDown(t *testing.T) {
 	var d rulesData
 	if err := json.Unmarshal([]byte(ev.data), &d); err != nil || ev.typ != EventRules || d.Changed != maxRuleEvents+1 {
 		t.Fatalf("bulk change: %s %s, want rules with changed %d", ev.typ, ev.data, maxRuleEvents+1)
+	}
+	// A large bulk change is not even read.
+	feed.mu.Lock()
+	reads := feed.reads
+	feed.mu.Unlock()
+	n := maxRuleEvents*maxEntriesPerRule + 1
+	for id := range int64(n) {
+		feed.set(1000+id, store.Active)
+	}
+	e.poll(ctx)
+	ev = s.next()
+	if err := json.Unmarshal([]byte(ev.data), &d); err != nil || ev.typ != EventRules || d.Changed != n {
+		t.Fatalf("large bulk change: %s %s, want rules with changed %d", ev.typ, ev.data, n)
+	}
+	feed.mu.Lock()
+	defer feed.mu.Unlock()
+	if feed.reads != reads {
+		t.Errorf("a bulk change of %d was read (%d reads)", n, feed.reads-reads)
 	}
 }
 

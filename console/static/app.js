@@ -412,19 +412,23 @@
         break;
       case 'rule':
         applyRule(d);
-        later('rules', loadRules); // delivery, precedence, shadowing
-        later('status', loadStatus);
+        refresh();
         break;
       case 'rules':
-        later('rules', loadRules);
-        later('status', loadStatus);
-        break;
       case 'peer':
       case 'pass':
-        later('status', loadStatus);
-        later('rules', loadRules);
+        refresh();
         break;
     }
+  }
+
+  // refresh reads again, soon and once for a burst of events, what the
+  // page shows: the status on the overview; the list (delivery,
+  // precedence, shadowing) on the rules pages. Other pages read theirs
+  // when they are opened.
+  function refresh() {
+    if (S.view === 'overview') later('status', loadStatus);
+    if (S.view === 'rules' || S.view === 'rule') later('rules', loadRules);
   }
 
   function applyRule(r) {
@@ -754,6 +758,7 @@
   };
 
   function prepareAdd() {
+    if (!S.status) loadStatus(); // the known sites
     const kind = document.querySelector('input[name=kind]:checked').value;
     $('#add-text').placeholder = EXAMPLES[kind];
     $('#add-text').focus();
