@@ -43,7 +43,8 @@ import (
 //	peer   a peer (as GET /v1/peers) whose session state changed;
 //	       state "removed" for a neighbor no longer configured
 //	pass   a reconcile pass (as GET /v1/status's last_pass) that changed
-//	       the RIB or the store, or failed
+//	       the RIB or the store, failed, or found a different number of
+//	       rules in the RIB as wanted (a rule's delivery changed)
 //
 // Ids increase monotonically and survive nothing: they start at the
 // daemon's start time in microseconds, so that an id of an earlier run is
@@ -438,19 +439,26 @@ func (e *Events) unsubscribe(s *subscriber) {
 // finished rules (withdrawn, expired), and it ran because something
 // changed (the store, the RIB, a peer's session).
 func (e *Events) Recorder(next reconcile.Recorder) reconcile.Recorder {
-	return &eventsRecorder{next: next, e: e}
+	return &eventsRecorder{next: next, e: e, adopted: -1}
 }
 
 type eventsRecorder struct {
-	next reconcile.Recorder
-	e    *Events
+	next    reconcile.Recorder
+	e       *Events
+	adopted int // Adopted of the previous pass (PassDone is called from one goroutine)
 }
 
+// PassDone reports a pass that changed the RIB or the store, failed, or
+// saw a different number of rules in the RIB as wanted: a rule announced
+// ahead of its commit is adopted by a pass that changes nothing, and
+// that is when the routers have it.
 func (r *eventsRecorder) PassDone(p reconcile.PassResult) {
 	if r.next != nil {
 		r.next.PassDone(p)
 	}
-	if !p.Skipped && (p.Changed() || p.Errors > 0 || p.Err != "") {
+	adopted := p.Adopted != r.adopted
+	r.adopted = p.Adopted
+	if !p.Skipped && (p.Changed() || p.Errors > 0 || p.Err != "" || adopted) {
 		r.e.mu.Lock()
 		r.e.pass = &p
 		r.e.mu.Unlock()

@@ -410,18 +410,34 @@ func TestEventsPeersAndPasses(t *testing.T) {
 	rec := e.Recorder(&mx)
 	rec.PassDone(reconcile.PassResult{Started: time.Now(), Skipped: true})
 	rec.PassDone(reconcile.PassResult{Started: time.Now(), Added: 2})
+	e.poll(ctx)
 	peers.set(bgp.PeerStatus{Address: "192.0.2.1", ASN: 65001, State: "established"})
 	e.poll(ctx)
-	if ev := s.next(); ev.typ != EventPeer || !strings.Contains(ev.data, `"state":"removed"`) {
-		t.Fatalf("got %s %s, want peer 192.0.2.2 removed", ev.typ, ev.data)
-	}
 	ev := s.next()
 	var p Pass
 	if err := json.Unmarshal([]byte(ev.data), &p); err != nil || ev.typ != EventPass || p.Added != 2 {
 		t.Fatalf("got %s %s, want the pass that added 2", ev.typ, ev.data)
 	}
-	if mx.passes != 2 {
-		t.Errorf("the next recorder heard %d passes, want 2", mx.passes)
+	if ev := s.next(); ev.typ != EventPeer || !strings.Contains(ev.data, `"state":"removed"`) {
+		t.Fatalf("got %s %s, want peer 192.0.2.2 removed", ev.typ, ev.data)
+	}
+	// A pass that changes nothing but adopts a rule announced ahead of
+	// its commit is an event; the same level again is not.
+	rec.PassDone(reconcile.PassResult{Started: time.Now(), Adopted: 1})
+	rec.PassDone(reconcile.PassResult{Started: time.Now(), Adopted: 1})
+	e.poll(ctx)
+	rec.PassDone(reconcile.PassResult{Started: time.Now(), Adopted: 1})
+	e.poll(ctx)
+	rec.PassDone(reconcile.PassResult{Started: time.Now(), Adopted: 0})
+	e.poll(ctx)
+	for _, want := range []int{1, 0} {
+		ev = s.next()
+		if err := json.Unmarshal([]byte(ev.data), &p); err != nil || ev.typ != EventPass || p.Adopted != want {
+			t.Fatalf("got %s %s, want the pass that adopted %d", ev.typ, ev.data, want)
+		}
+	}
+	if mx.passes != 6 {
+		t.Errorf("the next recorder heard %d passes, want 6", mx.passes)
 	}
 	if len(e.wake) != 1 {
 		t.Errorf("a pass did not wake the event stream")

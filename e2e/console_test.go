@@ -379,8 +379,11 @@ func TestConsole(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+formID+`"] .s-withdrawn`)))
 	b.shot("7-withdrawn")
 
-	// A read token: the same pages, no control that changes anything.
+	// A read token: the same pages, no control that changes anything
+	// (not even those the write token's pages drew before).
 	readID := d.addRule("--ttl", "30m", consoleCLIRule)
+	b.step("the write token sees the new rule's withdraw button",
+		chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+readID+`"] button.withdraw`)))
 	b.step("log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-token")))
 	b.login(consoleReadToken)
 	b.step("read-only rules page",

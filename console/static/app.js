@@ -208,6 +208,12 @@
   $('#logout').addEventListener('click', () => loggedOut(''));
 
   function enter() {
+    // What another token's pages showed is drawn again for this one (its
+    // controls depend on the role).
+    S.rules = [];
+    S.rulesSig = null;
+    S.status = null;
+    S.rule = null;
     const write = canWrite();
     document.body.classList.toggle('readonly', !write);
     $('#nav').hidden = false;
