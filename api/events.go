@@ -234,7 +234,8 @@ func (e *Events) pollRules(ctx context.Context) bool {
 		e.rev, e.revKnown = rev, true
 		if e.lostTrack {
 			e.lostTrack = false
-			e.emit(EventReset, resetData{ID: e.lastID(), Reason: "the store could not be read for a while"})
+			// Its data names its own id, as the reset of subscribe does.
+			e.emit(EventReset, resetData{ID: e.lastID() + 1, Reason: "the store could not be read for a while"})
 		}
 		return true
 	}

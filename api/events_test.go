@@ -329,8 +329,8 @@ func TestEventsBulkAndStoreDown(t *testing.T) {
 	feed.down = false
 	feed.mu.Unlock()
 	e.poll(ctx)
-	if ev := s.next(); ev.typ != EventReset {
-		t.Fatalf("after the store came back: %s %s, want reset", ev.typ, ev.data)
+	if ev := s.next(); ev.typ != EventReset || !strings.Contains(ev.data, fmt.Sprintf(`"id":%d`, ev.id)) {
+		t.Fatalf("after the store came back: %d %s %s, want reset naming its id", ev.id, ev.typ, ev.data)
 	}
 	for id := int64(1); id <= maxRuleEvents+1; id++ {
 		feed.set(id, store.Active)
