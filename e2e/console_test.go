@@ -172,6 +172,9 @@ func (b *browser) step(what string, actions ...chromedp.Action[chromedp.Void]) {
 			os.WriteFile(p, shot, 0o644)
 			b.t.Logf("screenshot of the failure: %s", p)
 		}
+		if text, err := chromedp.Run(sctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`)); err == nil {
+			b.t.Logf("the page (%s) reads:\n%s", b.shots, text)
+		}
 		b.t.Fatalf("browser: %s: %v", what, err)
 	}
 }
