@@ -408,3 +408,32 @@ func TestConsole(t *testing.T) {
 	b.shot("9-read-only-overview")
 	b.noProblems()
 }
+
+// The console outlives a restart of the daemon: it shows that it is
+// reconnecting, and once the daemon is back its event ids are from an
+// earlier run, so it is told to reload (reset) and follows changes again.
+func TestConsoleReconnects(t *testing.T) {
+	b := newBrowser(t)
+	d, bird, url := consolePair(t)
+	b.step("open the console", chromedp.Navigate(url+"/ui/#/rules"))
+	b.login(consoleWriteToken)
+	first := d.addRule("--ttl", "30m", consoleCLIRule)
+	b.step("the rule appears", chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+first+`"]`)),
+		js(`window.noReload = "still here"`))
+
+	d.stop()
+	b.step("the page says it is reconnecting", chromedp.WaitVisible(chromedp.CSS("#live.off")))
+	b.shot("reconnecting")
+	d.start()
+	waitFor(t, 30*time.Second, "BGP session with BIRD established again", func() bool { return bird.Established(0) })
+	b.step("the page is live again", chromedp.WaitVisible(chromedp.CSS("#live.on")))
+	second := d.addRule("--ttl", "30m", consoleFormRule)
+	b.step("a rule added after the restart appears live",
+		chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+second+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+first+`"]`)))
+	if marker := eval[string](b, `window.noReload || ""`); marker != "still here" {
+		t.Errorf("the page was reloaded (marker %q)", marker)
+	}
+	b.shot("after-restart")
+	b.noProblems()
+}

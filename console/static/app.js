@@ -339,6 +339,8 @@
     l.className = 'live ' + (on ? 'on' : 'off');
     l.textContent = on ? 'live' : 'reconnecting…';
     l.title = on ? 'Following changes as they happen (GET /v1/events)' : 'The event stream is down; reconnecting';
+    // What failed while the daemon was away is no longer news.
+    if (on && $('#flash').classList.contains('flash-error')) $('#flash').hidden = true;
   }
 
   async function connectEvents() {
@@ -632,7 +634,9 @@
 
   function delivery(r) {
     if (r.state !== 'active' && r.state !== 'withdrawing') return el('span', {class: 'muted', text: '–'});
-    if (!r.announced_to) return el('span', {class: r.announced ? '' : 'muted', text: r.announced ? 'announced' : 'pending'});
+    // A rule from an event carries no delivery: the list, read again at
+    // once, has it.
+    if (!r.announced_to) return el('span', {class: 'muted', title: 'reading which routers have it', text: '…'});
     const [n, total] = r.announced_to.split('/').map(Number);
     const cls = total > 0 && n === total ? 'ok' : (n === 0 ? 'warn' : 'partial');
     return el('span', {class: 'deliv ' + cls, title: (r.peers || []).length ? 'in the Adj-RIB-Out of ' + r.peers.join(', ') : 'no established peer holds it',
