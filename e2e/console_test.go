@@ -309,11 +309,22 @@ func TestConsole(t *testing.T) {
 	}
 	b.shot("3-rules-live")
 
+	// An RTBH route is checked by the same parser as it is typed.
+	b.step("add page: an RTBH route",
+		chromedp.Click(chromedp.CSS(`#nav a[data-view="add"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#add-text")),
+		chromedp.Click(chromedp.CSS(`input[name="kind"][value="rtbh"]`)),
+		chromedp.SendKeys(chromedp.CSS("#add-text"), "route 203.0.113.9/32 then blackhole"),
+		chromedp.WaitVisible(chromedp.CSS("#add-text-feedback .ok")))
+	if ok := b.text("#add-text-feedback .ok"); !strings.Contains(ok, "ipv4-unicast") {
+		t.Errorf("an RTBH route validates as %q, want ipv4-unicast", ok)
+	}
+
 	// A typo is shown at the offending word as it is typed, and again
 	// when submitted; nothing is stored.
 	b.step("add page with a typo",
-		chromedp.Click(chromedp.CSS(`#nav a[data-view="add"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#add-text")),
+		clearInput("#add-text"),
+		chromedp.Click(chromedp.CSS(`input[name="kind"][value="flowspec"]`)),
 		chromedp.SendKeys(chromedp.CSS("#add-text"), consoleTypo),
 		chromedp.WaitVisible(chromedp.CSS("#add-text-error")))
 	bad, msg := b.text("#add-text-feedback mark.bad"), b.text("#add-text-error")
