@@ -33,9 +33,12 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
+	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -49,7 +52,7 @@ usage:
   ribkeeper check-config --config FILE    validate a configuration file and exit
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
-` + api.CLISynopsis() + `
+` + cli.Synopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
@@ -92,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "shutdown":
-		return api.ClientMain(ctx, args, stdout, stderr)
+		return cli.Main(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -121,12 +124,30 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 		fmt.Fprintf(stderr, "ribkeeper %s: usage: ribkeeper %s --config FILE\n", name, name)
 		return nil, 2
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := loadChecked(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return nil, 1
 	}
 	return cfg, 0
+}
+
+// loadChecked loads the configuration file at path and checks its static
+// rules ([[rule]]) against its guardrails (guard.CheckStatic): a static
+// rule a guardrail refuses is an error of the file, with its key and line.
+func loadChecked(path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	var es config.Errors
+	for _, v := range guard.CheckStatic(&cfg.Guardrails, cfg.Rules) {
+		es = append(es, cfg.Problem(fmt.Sprintf("rule.%d.text", v.Index), "%s", v.Error()))
+	}
+	if len(es) > 0 {
+		return nil, es
+	}
+	return cfg, nil
 }
 
 // serve runs the daemon until ctx is cancelled or a part fails.
@@ -159,7 +180,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// `ribkeeper shutdown --withdraw` takes them down first.
 	defer sp.Stop()
 
-	mx := api.NewMetrics(log.Named("metrics"))
+	mx := metrics.New(log.Named("metrics"))
 	// The event stream (GET /v1/events) hears every pass: rules it
 	// finished, and the peer changes that woke it.
 	events := api.NewEvents(log.Named("events"), st, sp, time.Now)
@@ -170,13 +191,13 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		AnnounceRate:       cfg.Reconcile.AnnounceRate,
 		Recorder:           events.Recorder(mx),
 	})
-	mx.Watch(api.MetricsSources{Rules: st, Drift: rec, Speaker: sp})
+	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
 	series := api.NewSeries(log.Named("series"), api.SeriesSources{Rules: st, Drift: rec, Peers: sp}, 0, 0, time.Now)
-	guards := config.NewGuardHolder(cfg.Guardrails)
+	guards := guard.New(cfg.Guardrails)
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.
 	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), st, &cfg.Guardrails, time.Now()); err != nil {
-		log.Error("checking active rules against the guardrails failed", "error", err)
+		log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
 	}
@@ -194,7 +215,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
 		for _, t := range cfg.API.Tokens {
-			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret})
+			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
+				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules})
 		}
 		// Fail before anything is announced, not after.
 		if err := api.CheckTCP(*tcp); err != nil {

@@ -167,3 +167,28 @@ func TestFlowspecDecode(t *testing.T) {
 		}
 	}
 }
+
+// check-config refuses a static rule that a guardrail refuses (package
+// guard decides), naming the rule's key and line; require_ttl does not
+// apply to static rules.
+func TestCheckConfigStaticRuleGuardrails(t *testing.T) {
+	bad := writeFile(t, `[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+
+[guardrails]
+safelist = ["203.0.113.0/24"]
+require_ttl = true
+
+[[rule]]
+text = "match destination 198.51.100.0/24 then discard"
+
+[[rule]]
+text = "match destination 203.0.113.7/32 then discard"
+`)
+	code, out, errOut := runMain(t, "check-config", "--config", bad)
+	if code != 1 || out != "" || !strings.Contains(errOut, bad+":13: rule[2].text: ") || !strings.Contains(errOut, "guardrail safelist") ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("static rule in the safelist: exit %d, %q %q", code, out, errOut)
+	}
+}

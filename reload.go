@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
-
-// guardrailActor is the actor of changes the guardrails make.
-const guardrailActor = "guardrail"
 
 // bgpConfig maps the configuration to the speaker's.
 func bgpConfig(cfg *config.Config) bgp.Config {
@@ -78,14 +74,14 @@ type reloader struct {
 	cur   *config.Config
 	sp    *bgp.Speaker
 	st    *store.Store
-	guard *config.GuardHolder
+	guard *guard.Guard
 	now   func() time.Time
 }
 
 // reload reads the file again and applies it. A file with errors changes
 // nothing; every error is logged with its key and line.
 func (r *reloader) reload(ctx context.Context) error {
-	next, err := config.Load(r.cur.File)
+	next, err := loadChecked(r.cur.File)
 	if err != nil {
 		r.log.Error("reload refused: the configuration has errors; nothing changed", "config", r.cur.File, "error", err)
 		return err
@@ -104,7 +100,7 @@ func (r *reloader) reload(ctx context.Context) error {
 	r.guard.Set(next.Guardrails)
 	n, gerr := enforceGuardrails(ctx, r.log, r.st, &next.Guardrails, r.now())
 	if gerr != nil {
-		r.log.Error("reload: checking active rules against the guardrails failed; retry with another SIGHUP", "error", gerr)
+		r.log.Error("reload: checking active rules against the guardrails failed, nothing was withdrawn; retry with another SIGHUP", "error", gerr)
 	}
 	if err := syncStatic(ctx, r.log, r.st, next.Rules); err != nil {
 		r.log.Error("reload: static rules ([[rule]]) only partly applied; retry with another SIGHUP", "error", err)
@@ -117,52 +113,17 @@ func (r *reloader) reload(ctx context.Context) error {
 	return gerr
 }
 
-// enforceGuardrails withdraws the active rules of this site that break a
-// per-rule guardrail (safelist, prefix lengths, TTL), with actor
-// "guardrail". The rule's reason is extended with the guardrail and why,
-// so rule show and rule history say why it went.
+// enforceGuardrails withdraws, in one transaction, the active rules that
+// break a per-rule guardrail of g (safelist, prefix lengths, TTL), with
+// actor "guardrail" and the reason extended with why (guard.Enforce), and
+// logs each.
 func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *config.Guardrails, now time.Time) (int, error) {
-	rules, err := st.ActiveRules(ctx)
+	ws, err := guard.Enforce(ctx, st, g, now)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, r := range rules {
-		if r.WithdrawRequested || !r.Rule.IsValid() {
-			continue
-		}
-		var remaining time.Duration
-		if !r.ExpiresAt.IsZero() {
-			if remaining = r.ExpiresAt.Sub(now); remaining <= 0 {
-				continue // expiring anyway
-			}
-		}
-		v := g.CheckActive(r.Rule, remaining)
-		if v == nil {
-			continue
-		}
-		// ActiveRules is brief: the reason, sites and text to keep come
-		// from the full rule.
-		if full, err := st.Get(ctx, r.ID); err == nil {
-			r = full
-		}
-		if r.Origin != "" {
-			continue // a static rule: permanent by design, checked when the file loaded
-		}
-		why := fmt.Sprintf("withdrawn by guardrail %s: %s", v.Guardrail, v.Msg)
-		reason := why
-		if r.Reason != "" && len(r.Reason)+len(why)+3 <= store.MaxReasonBytes {
-			reason = r.Reason + " [" + why + "]"
-		}
-		reason = strings.ToValidUTF8(reason[:min(len(reason), store.MaxReasonBytes)], "")
-		if _, _, err := st.Upsert(ctx, store.Input{Rule: r.Rule, ExpiresAt: r.ExpiresAt, Reason: reason, Actor: guardrailActor, Keep: store.KeepSites}); err != nil {
-			log.Warn("guardrail: could not record the reason", "rule", r.ID, "error", err)
-		}
-		if _, err := st.Withdraw(ctx, r.ID, guardrailActor); err != nil {
-			return n, fmt.Errorf("withdraw rule %d: %w", r.ID, err)
-		}
-		n++
-		log.Warn("rule withdrawn by guardrail", "rule", r.ID, "text", r.Text, "guardrail", v.Guardrail, "why", v.Msg)
+	for _, w := range ws {
+		log.Warn("rule withdrawn by guardrail", "rule", w.Rule.ID, "text", w.Rule.Text, "guardrail", w.Violation.Guardrail, "why", w.Violation.Msg)
 	}
-	return n, nil
+	return len(ws), nil
 }

@@ -23,6 +23,9 @@ func staticOrigin(site string) string { return "config:" + site }
 // "config", no expiry), and an active static rule of this site that is no
 // longer declared is withdrawn. The reconciler announces and withdraws
 // them like any other rule. Every entry is tried; the errors are joined.
+// The guardrails that apply to static rules (guard.CheckStatic) were
+// checked when the file loaded (loadChecked): a file breaking them is
+// refused whole, at start as on reload.
 func syncStatic(ctx context.Context, log hclog.Logger, st *store.Store, rules []config.StaticRule) error {
 	origin := staticOrigin(st.Site())
 	declared := make(map[flowspec.Match]bool, len(rules))

@@ -6,7 +6,11 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strings"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // Role is what a bearer token may do.
@@ -31,6 +35,18 @@ type Token struct {
 	Name   string
 	Role   Role
 	Secret string
+	// Prefixes, if any, scope the token: it adds, sees (rule list and
+	// show, history, diff, rib) and withdraws only rules whose
+	// destination lies wholly inside one of them; a FlowSpec rule
+	// without a destination is refused for it (403 out_of_scope).
+	Prefixes []netip.Prefix
+	// Actions, if any, are the only actions its rules may use, as
+	// flowspec.ActionNames names them ("rtbh" for any RTBH route).
+	Actions []string
+	// MaxActiveRules caps the active rules the token created or last
+	// changed (0: no cap). It is enforced where the guardrails are
+	// (Guarded), which apply on top.
+	MaxActiveRules int
 }
 
 // tokenSet checks bearer tokens. Secrets are kept as SHA-256 digests and
@@ -41,8 +57,7 @@ type tokenSet struct {
 }
 
 type hashedToken struct {
-	name   string
-	role   Role
+	id     *identity
 	digest [sha256.Size]byte
 }
 
@@ -59,9 +74,27 @@ func newTokenSet(tokens []Token) (*tokenSet, error) {
 			return nil, fmt.Errorf("token %q: role %q is not %q or %q", t.Name, t.Role, RoleRead, RoleWrite)
 		case len(t.Secret) < 16:
 			return nil, fmt.Errorf("token %q: secret is shorter than 16 characters", t.Name)
+		case t.MaxActiveRules < 0:
+			return nil, fmt.Errorf("token %q: max_active_rules %d is negative: use a positive number, or 0 for no cap", t.Name, t.MaxActiveRules)
+		}
+		id := &identity{name: t.Name, role: t.Role, maxActive: t.MaxActiveRules}
+		for _, p := range t.Prefixes {
+			if !p.IsValid() || p.Masked() != p || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+				return nil, fmt.Errorf("token %q: prefix %s is not a masked IPv4 or IPv6 prefix (write %s)", t.Name, p, p.Masked())
+			}
+			id.prefixes = append(id.prefixes, p)
+		}
+		for _, a := range t.Actions {
+			name, ok := flowspec.CanonicalActionName(a)
+			if !ok {
+				return nil, fmt.Errorf("token %q: %q is not an action: use %s", t.Name, a, strings.Join(flowspec.ActionNames(), ", "))
+			}
+			if !slices.Contains(id.actions, name) {
+				id.actions = append(id.actions, name)
+			}
 		}
 		seen[t.Name] = true
-		ts.tokens = append(ts.tokens, hashedToken{name: t.Name, role: t.Role, digest: sha256.Sum256([]byte(t.Secret))})
+		ts.tokens = append(ts.tokens, hashedToken{id: id, digest: sha256.Sum256([]byte(t.Secret))})
 	}
 	return ts, nil
 }
@@ -112,13 +145,13 @@ func (s *Server) authenticate(ts *tokenSet, next http.Handler) http.Handler {
 			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "", "unknown bearer token"))
 			return
 		}
-		if need := requiredRole(r); !t.role.allows(need) {
-			s.log.Warn("request refused", "actor", t.name, "role", t.role, "method", r.Method, "path", r.URL.Path)
+		if need := requiredRole(r); !t.id.role.allows(need) {
+			s.log.Warn("request refused", "actor", t.id.name, "role", t.id.role, "method", r.Method, "path", r.URL.Path)
 			writeError(w, newError(http.StatusForbidden, CodeForbidden, "",
-				"token %q has role %s; %s %s needs role %s", t.name, t.role, r.Method, r.URL.Path, need))
+				"token %q has role %s; %s %s needs role %s", t.id.name, t.id.role, r.Method, r.URL.Path, need))
 			return
 		}
-		next.ServeHTTP(w, withActor(r, t.name))
+		next.ServeHTTP(w, withIdentity(withActor(r, t.id.name), t.id))
 	})
 }
 

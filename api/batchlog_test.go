@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -34,10 +36,10 @@ func (s *syncBuf) String() string {
 func TestBatchLogsBounded(t *testing.T) {
 	var buf syncBuf
 	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
-	srv := New(log, newFakeRules(), newFakeRIB())
+	srv := api.New(log, newFakeRules(), newFakeRIB())
 	var body strings.Builder
 	body.WriteString(`{"rules":[`)
-	const n = maxBatchInfoLogs + 50
+	n := api.MaxBatchInfoLogs + 50
 	for i := range n {
 		if i > 0 {
 			body.WriteByte(',')
@@ -51,8 +53,8 @@ func TestBatchLogsBounded(t *testing.T) {
 		t.Fatalf("batch: %d %s", rec.Code, rec.Body)
 	}
 	out := buf.String()
-	if got := strings.Count(out, "rule changed"); got != maxBatchInfoLogs {
-		t.Errorf("%d per-rule lines at info, want %d", got, maxBatchInfoLogs)
+	if got := strings.Count(out, "rule changed"); got != api.MaxBatchInfoLogs {
+		t.Errorf("%d per-rule lines at info, want %d", got, api.MaxBatchInfoLogs)
 	}
 	if !strings.Contains(out, "and more rule changes in this batch") || !strings.Contains(out, "count=50") {
 		t.Errorf("no summary line for the other 50:\n%s", out[max(0, len(out)-500):])

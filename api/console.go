@@ -31,7 +31,6 @@ func WithConsole(h http.Handler) Option {
 // consoleRoutes registers the routes of the console's side.
 func (s *Server) consoleRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/validate", s.handle(s.validateRule))
-	mux.Handle("GET /v1/whoami", s.handle(s.whoami)) // whoami.go
 	if s.opts.events != nil {
 		mux.HandleFunc("GET /v1/events", s.getEvents)
 	}

@@ -1,6 +1,7 @@
-// Package api is ribkeeper's HTTP JSON API, the control socket it is served
-// on, and the client and CLI ("ribkeeper rule ...", "ribkeeper rib") that
-// operators use to talk to it.
+// Package api is ribkeeper's HTTP JSON API: the handlers, the wire types,
+// and the control socket and TCP listener it is served on. The client and
+// the CLI that talk to it are package cli; the Prometheus metrics, package
+// metrics.
 //
 // The API is served on a unix socket (mode 0600) and optionally on TCP
 // (ServeTCP), with TLS if a certificate is given. Every request made over
@@ -9,7 +10,14 @@
 // and /metrics, role write everything; the token's name is the actor
 // recorded in the audit trail (401 unauthorized without a known token, 403
 // forbidden for a read token that tries to write). A TCP listener without
-// tokens is allowed on loopback only (actor "tcp"). Bodies are JSON objects with no unknown
+// tokens is allowed on loopback only (actor "tcp").
+//
+// A token may be scoped (Token.Prefixes, Actions, MaxActiveRules): it then
+// adds, sees and withdraws only rules whose destination lies wholly inside
+// one of its prefixes (rule list and show, history, diff and rib show it
+// nothing else), uses only its actions, and holds at most MaxActiveRules
+// active rules it wrote; the guardrails apply on top. A refusal is 403
+// out_of_scope naming the prefix, action or quota. Bodies are JSON objects with no unknown
 // fields, at most 1 MiB by default (413 body_too_large beyond). A request is
 // validated in full before anything is stored.
 //
@@ -42,11 +50,14 @@
 //	GET    /v1/peers                {"peers": [peer...]}: BGP neighbors and session state
 //	GET    /v1/status               {"peers": [...], "rules": {counts by state},
 //	                                "last_pass": {...}, "errors": [...]}: see Status
+//	GET    /v1/whoami               {"name", "role", "prefixes": [...], "actions": [...],
+//	                                "max_active_rules": N}: who the request acts as
+//	                                ("cli" over the socket) and its scope (empty
+//	                                lists and 0: unlimited)
 //	POST   /v1/validate             the body of POST /v1/rules, checked as it would be
 //	                                stored (same parser, same errors), nothing stored:
 //	                                200 {"valid": true, "family", "text" (canonical),
 //	                                "match", "action", "expires_at"}
-//	GET    /v1/whoami               {"name", "role"}: the caller's token (TCP) or "cli"
 //	GET    /v1/events               server-sent events of rule, peer and pass changes,
 //	                                resumable with Last-Event-ID (see events.go;
 //	                                when WithEvents is given)

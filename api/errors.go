@@ -41,7 +41,8 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-type errorBody struct {
+// ErrorBody is the JSON body of every error answer: {"error": {...}}.
+type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
@@ -75,12 +76,12 @@ func ruleTextError(field string, err error) *Error {
 	if se.Word != "" {
 		where = fmt.Sprintf("%q", se.Word)
 	}
-	e.Message = fmt.Sprintf("rule text: %s (column %d): %s", where, e.Column, oneLine(se.Msg))
+	e.Message = fmt.Sprintf("rule text: %s (column %d): %s", where, e.Column, OneLine(se.Msg))
 	return e
 }
 
-// oneLine keeps messages on one line so the CLI prints one line per error.
-func oneLine(s string) string {
+// OneLine keeps messages on one line so the CLI prints one line per error.
+func OneLine(s string) string {
 	if !strings.ContainsAny(s, "\r\n\t") {
 		return s
 	}

@@ -36,7 +36,8 @@ import (
 //	       run of the daemon): load the state again
 //	rule   a rule (as GET /v1/rules/{id}, without delivery) that changed
 //	       in the store: added, updated, withdrawn, expired, by any
-//	       appliance sharing the store
+//	       appliance sharing the store; a scoped token's stream has only
+//	       the rules it may see (for the others, an id line alone)
 //	rules  {"changed": N}: more rules changed at once than are sent one
 //	       by one (N counts the rules, or for a large bulk change the
 //	       store's history entries): list them again
@@ -105,6 +106,9 @@ type streamEvent struct {
 	id   uint64
 	typ  string
 	data []byte
+	// match is the rule's match for a rule event (zero otherwise): a
+	// scoped token's stream leaves out rules outside its prefixes.
+	match flowspec.Match
 }
 
 // Events is the event stream: a bounded ring of recent events and the
@@ -283,7 +287,7 @@ func (e *Events) pollRules(ctx context.Context) bool {
 			e.readFailed("rule", err)
 			return false
 		}
-		e.emit(EventRule, ruleFromStore(r))
+		e.emitRule(r)
 	}
 	e.rev = d.Next
 	return true
@@ -346,6 +350,15 @@ type rulesData struct {
 // emit appends an event to the ring and sends it to every stream; a
 // stream too slow to take it is closed (its client reconnects).
 func (e *Events) emit(typ string, v any) {
+	e.emitFor(typ, v, flowspec.Match{})
+}
+
+// emitRule emits the rule event of r.
+func (e *Events) emitRule(r store.Rule) {
+	e.emitFor(EventRule, ruleFromStore(r), r.Rule.Match)
+}
+
+func (e *Events) emitFor(typ string, v any, m flowspec.Match) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		panic("api: encoding an event: " + err.Error()) // our own types only
@@ -353,7 +366,7 @@ func (e *Events) emit(typ string, v any) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.last++
-	ev := streamEvent{id: e.last, typ: typ, data: data}
+	ev := streamEvent{id: e.last, typ: typ, data: data, match: m}
 	if len(e.ring) < e.size {
 		e.ring = append(e.ring, ev)
 	} else {
@@ -533,6 +546,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer e.unsubscribe(sub)
+	scope := scopeOf(r.Context())
 
 	rc := http.NewResponseController(w)
 	// The server's write timeout would end the stream: it has none.
@@ -548,7 +562,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, ev := range first {
-		if writeEvent(w, ev) != nil {
+		if writeEvent(w, scope, ev) != nil {
 			return
 		}
 	}
@@ -562,14 +576,14 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case ev := <-sub.ch:
-			if writeEvent(w, ev) != nil {
+			if writeEvent(w, scope, ev) != nil {
 				return
 			}
 			// Send what else is queued before flushing.
 			for more := true; more; {
 				select {
 				case ev := <-sub.ch:
-					if writeEvent(w, ev) != nil {
+					if writeEvent(w, scope, ev) != nil {
 						return
 					}
 				default:
@@ -582,7 +596,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 			for {
 				select {
 				case ev := <-sub.ch:
-					if writeEvent(w, ev) != nil {
+					if writeEvent(w, scope, ev) != nil {
 						return
 					}
 					continue
@@ -602,7 +616,14 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func writeEvent(w http.ResponseWriter, ev streamEvent) error {
+// writeEvent sends ev unless id (the caller's scope; nil: everything)
+// may not see its rule: then only its id goes, so that the client's
+// Last-Event-ID still moves on.
+func writeEvent(w http.ResponseWriter, id *identity, ev streamEvent) error {
+	if id != nil && ev.typ == EventRule && !id.sees(ev.match) {
+		_, err := fmt.Fprintf(w, "id: %d\n\n", ev.id)
+		return err
+	}
 	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
 	return err
 }

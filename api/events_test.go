@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -168,7 +169,7 @@ func eventsServer(t *testing.T, feed RuleFeed, peers PeerFeed, opts ...EventsOpt
 	t.Helper()
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	e := NewEvents(nil, feed, peers, func() time.Time { return start }, opts...)
-	srv := New(nil, newFakeRules(), newFakeRIB(), WithEvents(e))
+	srv := New(nil, nil, nil, WithEvents(e))
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	e.poll(context.Background()) // the state events start from
@@ -450,3 +451,38 @@ func (r *recorded) PassDone(reconcile.PassResult)     { r.passes++ }
 func (r *recorded) Announced(flowspec.Family, string) {}
 func (r *recorded) Withdrawn(flowspec.Family, string) {}
 func (r *recorded) ExpiryLateness(time.Duration)      {}
+
+// A scoped token's stream has only the rules inside its prefixes; for the
+// others it gets the id alone, so that reconnecting resumes after them.
+func TestEventsScoped(t *testing.T) {
+	feed := newFakeFeed()
+	e := NewEvents(nil, feed, nil, nil)
+	srv := New(nil, nil, nil, WithEvents(e))
+	ts, err := newTokenSet([]Token{{Name: "customer-a", Role: RoleRead, Secret: "customer-a-secret-0123",
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/31")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.tcpHandler(ts))
+	defer hs.Close()
+	ctx := context.Background()
+	e.poll(ctx)
+
+	req, _ := http.NewRequest("GET", hs.URL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer customer-a-secret-0123")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stream{t: t, resp: resp, r: bufio.NewReader(resp.Body), cancel: func() {}}
+	defer s.close()
+	hello := s.next()
+	feed.set(5, store.Active) // 10.0.0.5: outside
+	e.poll(ctx)
+	feed.set(1, store.Active) // 10.0.0.1: inside
+	e.poll(ctx)
+	ev := s.next()
+	if r := ruleOf(t, ev); r.ID != 1 || ev.id != hello.id+2 {
+		t.Fatalf("scoped stream: event %d rule %d, want event %d rule 1 only", ev.id, r.ID, hello.id+2)
+	}
+}

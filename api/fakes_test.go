@@ -1,9 +1,10 @@
-package api
+package api_test
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -224,3 +225,31 @@ func (f *fakeRules) Counts(ctx context.Context) ([]store.Count, error) {
 }
 
 func (f *fakeRules) Sites(ctx context.Context) ([]string, error) { return []string{"default"}, nil }
+
+// QuotaCounts counts like the store: active rules not on their way out.
+func (f *fakeRules) QuotaCounts(ctx context.Context, q store.QuotaQuery) (store.QuotaCounts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := store.QuotaCounts{ByDestination: map[netip.Prefix]int{}, Existing: map[flowspec.Match]store.Existing{}}
+	for _, d := range q.Destinations {
+		out.ByDestination[d] = 0
+	}
+	for _, r := range f.rules {
+		if r.State != store.Active || r.WithdrawRequested {
+			continue
+		}
+		out.Active++
+		if q.Actor != "" && r.Actor == q.Actor {
+			out.ByActor++
+		}
+		if d, ok := r.Rule.Match.Destination(); ok {
+			if _, asked := out.ByDestination[d]; asked {
+				out.ByDestination[d]++
+			}
+		}
+		if slices.Contains(q.Matches, r.Rule.Match) {
+			out.Existing[r.Rule.Match] = store.Existing{ID: r.ID, Actor: r.Actor, ExpiresAt: r.ExpiresAt}
+		}
+	}
+	return out, nil
+}

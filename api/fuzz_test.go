@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
 )
 
 // Whatever the body, POST /v1/rules answers with a JSON error from the
@@ -22,20 +24,20 @@ func FuzzAddRule(f *testing.F) {
 		f.Add(seed)
 	}
 	rules := newFakeRules()
-	h := New(nil, rules, newFakeRIB(), WithMaxBodyBytes(4096)).Handler()
-	codes := map[string]bool{CodeInvalidBody: true, CodeInvalidRule: true, CodeInvalidTTL: true,
-		CodeInvalidInput: true, CodeBodyTooLarge: true}
+	h := api.New(nil, rules, newFakeRIB(), api.WithMaxBodyBytes(4096)).Handler()
+	codes := map[string]bool{api.CodeInvalidBody: true, api.CodeInvalidRule: true, api.CodeInvalidTTL: true,
+		api.CodeInvalidInput: true, api.CodeBodyTooLarge: true}
 	f.Fuzz(func(t *testing.T, body string) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("POST", "/v1/rules", strings.NewReader(body)))
 		switch w.Code {
 		case http.StatusOK, http.StatusCreated:
-			var r Rule
+			var r api.Rule
 			if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || r.ID == 0 || r.Text == "" {
 				t.Fatalf("%d %s", w.Code, w.Body)
 			}
 		default:
-			var eb errorBody
+			var eb api.ErrorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &eb); err != nil || eb.Error == nil || !codes[eb.Error.Code] || w.Code >= 500 {
 				t.Fatalf("body %q: %d %s", body, w.Code, w.Body)
 			}

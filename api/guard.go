@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ribkeeper/ribkeeper/config"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -19,13 +18,21 @@ import (
 // ("rules[i].text" in a batch).
 const CodeGuardrailViolation = "guardrail_violation"
 
+// GuardedRules is the store behind Guarded: the desired state, and the
+// counts the quotas need (implemented by *store.Store).
+type GuardedRules interface {
+	Rules
+	guard.Counter
+}
+
 // Guarded returns rules with every write (Upsert, UpsertMany) checked
-// against the guardrails in h first: the safelist, prefix lengths, TTL
-// rules, quotas and the rate of new rules. Writes through the result are
-// serialized so that quotas hold for this process; instances sharing one
-// PostgreSQL store enforce quotas each on their own view.
-func Guarded(rules Rules, h *config.GuardHolder) Rules {
-	return &guardedRules{Rules: rules, h: h, now: time.Now}
+// by g first: the safelist, prefix lengths, TTL rules, quotas, the rate
+// of new rules, and the quota of the scoped token making the request
+// (Token.MaxActiveRules). Writes through the result are serialized so
+// that quotas hold for this process; instances sharing one PostgreSQL
+// store enforce quotas each on their own view.
+func Guarded(rules GuardedRules, g *guard.Guard) Rules {
+	return &guardedRules{Rules: rules, c: rules, g: g}
 }
 
 // EarlyAnnouncer announces a rule ahead of the commit of the write that
@@ -43,14 +50,14 @@ type EarlyAnnouncer interface {
 // targets other sites only leaves this one. Rules naming sites are not
 // announced early: the store may refuse a site name it does not know, and
 // a refused rule must not reach a router even for a moment.
-func GuardedEarly(rules Rules, h *config.GuardHolder, e EarlyAnnouncer, site string) Rules {
-	return &guardedRules{Rules: rules, h: h, now: time.Now, early: e, site: site}
+func GuardedEarly(rules GuardedRules, g *guard.Guard, e EarlyAnnouncer, site string) Rules {
+	return &guardedRules{Rules: rules, c: rules, g: g, early: e, site: site}
 }
 
 type guardedRules struct {
 	Rules
-	h     *config.GuardHolder
-	now   func() time.Time
+	c     guard.Counter
+	g     *guard.Guard
 	mu    sync.Mutex
 	early EarlyAnnouncer // nil: none
 	site  string
@@ -82,71 +89,38 @@ func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]sto
 	return g.Rules.UpsertMany(ctx, ins)
 }
 
-// check applies the guardrails to ins; batch selects the field names of
-// POST /v1/rules/batch.
+// check applies the guardrails, and the quota of the request's scoped
+// token, to ins; batch selects the field names of POST /v1/rules/batch.
 func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool) error {
-	cfg := g.h.Guardrails()
-	now := g.now()
-	gins := make([]config.GuardInput, len(ins))
+	gins := make([]guard.Input, len(ins))
 	for i, in := range ins {
-		gins[i] = config.GuardInput{Rule: in.Rule}
-		if !in.ExpiresAt.IsZero() {
-			// The handler turned the TTL into an expiry a moment ago.
-			gins[i].TTL = in.ExpiresAt.Sub(now).Round(time.Second)
-		}
+		gins[i] = guard.Input{Rule: in.Rule, ExpiresAt: in.ExpiresAt, KeepExpiry: in.Keep&store.KeepExpiry != 0}
 	}
-	// An update that keeps the stored expiry is checked with the TTL the
-	// rule has left.
-	keepsExpiry := false
-	for _, in := range ins {
-		keepsExpiry = keepsExpiry || in.Keep&store.KeepExpiry != 0
+	var q guard.Quota
+	if sc := scopeOf(ctx); sc != nil && sc.maxActive > 0 {
+		q = guard.Quota{Actor: sc.name, Max: sc.maxActive}
 	}
-	keepsExpiry = keepsExpiry && (cfg.RequireTTL || cfg.MaxTTL > 0)
-	var active []flowspec.Match
-	if cfg.NeedsActive() || cfg.MaxNewRulesPerMinute > 0 || keepsExpiry {
-		rs, err := g.Rules.List(ctx, store.Active)
-		if err != nil {
-			return err
-		}
-		active = make([]flowspec.Match, 0, len(rs))
-		expiry := make(map[flowspec.Match]time.Time)
-		for _, r := range rs {
-			// Rules on their way out do not count; storing one again
-			// cancels its withdrawal, which makes it new.
-			if !r.WithdrawRequested && r.Rule.Match.IsValid() {
-				active = append(active, r.Rule.Match)
-			}
-			if keepsExpiry && r.Rule.Match.IsValid() {
-				expiry[r.Rule.Match] = r.ExpiresAt
-			}
-		}
-		for i, in := range ins {
-			if exp, ok := expiry[in.Rule.Match]; ok && in.Keep&store.KeepExpiry != 0 {
-				gins[i].TTL = 0
-				if !exp.IsZero() {
-					gins[i].TTL = max(exp.Sub(now).Round(time.Second), time.Second)
-				}
-			}
-		}
+	v, err := g.g.Check(ctx, g.c, gins, q)
+	if err != nil {
+		return err
 	}
-	if v := cfg.Check(gins, active); v != nil {
+	if v != nil {
 		return violationError(v, batch)
-	}
-	if n := config.NewRules(gins, active); n > 0 {
-		if ok, retry := g.h.RateLimiter.Allow(now, n, cfg.MaxNewRulesPerMinute); !ok {
-			return violationError(config.RateViolation(ins[len(ins)-1].Rule, len(ins)-1, cfg.MaxNewRulesPerMinute, retry), batch)
-		}
 	}
 	return nil
 }
 
-// violationError is the 422 answer for v.
-func violationError(v *config.Violation, batch bool) *Error {
+// violationError is the answer for v: 422 guardrail_violation, or 403
+// out_of_scope for the quota of a scoped token.
+func violationError(v *guard.Violation, batch bool) *Error {
 	field := v.Field
 	if batch {
 		field = fmt.Sprintf("rules[%d].%s", v.Index, v.Field)
 	}
-	return newError(http.StatusUnprocessableEntity, CodeGuardrailViolation, field, "%s", oneLine(v.Error()))
+	if v.Guardrail == guard.TokenMaxActive {
+		return newError(http.StatusForbidden, CodeOutOfScope, field, "%s", OneLine(v.Error()))
+	}
+	return newError(http.StatusUnprocessableEntity, CodeGuardrailViolation, field, "%s", OneLine(v.Error()))
 }
 
 // IsGuardrailViolation reports whether err is a guardrail's refusal.

@@ -1,28 +1,30 @@
-package api
+package api_test
 
 import (
 	"context"
-	"github.com/ribkeeper/ribkeeper/config"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // guardedServer serves the API over a real SQLite store behind guardrails.
-func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *config.GuardHolder, *store.Store) {
+func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *guard.Guard, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{Driver: "sqlite", Path: filepath.Join(t.TempDir(), "rk.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h := config.NewGuardHolder(c)
-	return startServerOver(t, Guarded(st, h)), h, st
+	h := guard.New(c)
+	return startServerOver(t, api.Guarded(st, h)), h, st
 }
 
 // Each guardrail refuses with 422 guardrail_violation, naming the rule and
@@ -37,25 +39,25 @@ func TestGuardrailsRefuse(t *testing.T) {
 		field string
 	}{
 		{"safelist", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"` + ruleDiscard + `"}`, config.GuardSafelist, "text"},
+			nil, `{"text":"` + ruleDiscard + `"}`, guard.Safelist, "text"},
 		{"safelist blackhole", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, config.GuardSafelist, "text"},
+			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, guard.Safelist, "text"},
 		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
-			nil, `{"text":"match protocol udp source-port 53 then discard"}`, config.GuardSafelist, "text"},
+			nil, `{"text":"match protocol udp source-port 53 then discard"}`, guard.Safelist, "text"},
 		{"prefix length flowspec", config.Guardrails{PrefixLengths: map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 24, Max: 32}}},
-			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, config.GuardPrefixLength, "text"},
+			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, guard.PrefixLength, "text"},
 		{"blackhole shorter than /32 by default", config.Guardrails{},
-			nil, `{"text":"route 203.0.113.0/24 then blackhole"}`, config.GuardPrefixLength, "text"},
+			nil, `{"text":"route 203.0.113.0/24 then blackhole"}`, guard.PrefixLength, "text"},
 		{"ttl required", config.Guardrails{RequireTTL: true},
-			nil, `{"text":"` + ruleDiscard + `"}`, config.GuardTTLRequired, "ttl"},
+			nil, `{"text":"` + ruleDiscard + `"}`, guard.TTLRequired, "ttl"},
 		{"max ttl", config.Guardrails{MaxTTL: time.Hour},
-			nil, `{"text":"` + ruleDiscard + `","ttl":"2h"}`, config.GuardMaxTTL, "ttl"},
+			nil, `{"text":"` + ruleDiscard + `","ttl":"2h"}`, guard.MaxTTL, "ttl"},
 		{"max active", config.Guardrails{MaxActiveRules: 1},
-			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxActive, "text"},
+			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxActive, "text"},
 		{"per destination", config.Guardrails{MaxRulesPerDestination: 1},
-			[]string{`{"text":"match destination 203.0.113.7/32 protocol udp then discard"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxPerDest, "text"},
+			[]string{`{"text":"match destination 203.0.113.7/32 protocol udp then discard"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxPerDest, "text"},
 		{"rate", config.Guardrails{MaxNewRulesPerMinute: 1},
-			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, config.GuardMaxNewPerMinute, "text"},
+			[]string{`{"text":"` + ruleOther + `"}`}, `{"text":"` + ruleDiscard + `"}`, guard.MaxNewPerMinute, "text"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -66,7 +68,7 @@ func TestGuardrailsRefuse(t *testing.T) {
 				}
 			}
 			status, body := ts.do(t, "POST", "/v1/rules", c.body)
-			e := wantError(t, status, body, 422, CodeGuardrailViolation)
+			e := wantError(t, status, body, 422, api.CodeGuardrailViolation)
 			if e.Field != c.field || !strings.Contains(e.Message, "guardrail "+c.guard) || !strings.Contains(e.Message, "rule \"") {
 				t.Errorf("error %+v: want field %s and a message naming the rule and guardrail %s", e, c.field, c.guard)
 			}
@@ -89,7 +91,7 @@ func TestGuardrailsUpdatesBatchReload(t *testing.T) {
 		t.Fatalf("update under quota: %d %s", status, body)
 	}
 	status, body := ts.do(t, "POST", "/v1/rules/batch", `{"rules":[{"text":"`+ruleLimit+`"},{"text":"`+ruleOther+`"}]}`)
-	if e := wantError(t, status, body, 422, CodeGuardrailViolation); e.Field != "rules[1].text" {
+	if e := wantError(t, status, body, 422, api.CodeGuardrailViolation); e.Field != "rules[1].text" {
 		t.Errorf("batch field %q", e.Field)
 	}
 	h.Set(config.Guardrails{})
@@ -155,8 +157,8 @@ func (o observingRules) Upsert(ctx context.Context, in store.Input) (store.Rule,
 // not announced early.
 func TestGuardedEarly(t *testing.T) {
 	e := &fakeEarly{}
-	h := config.NewGuardHolder(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
-	g := GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
+	h := guard.New(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
+	g := api.GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
 	ctx := context.Background()
 	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
 	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {

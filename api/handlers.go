@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/go-hclog"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -35,6 +36,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/peers", s.handle(s.getPeers))
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
+	mux.Handle("GET /v1/whoami", s.handle(s.getWhoami))
 	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
@@ -69,17 +71,17 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 		if errors.As(err, &de) {
 			msg = de.Error()
 		}
-		return newError(http.StatusConflict, CodeDeclared, "text", "%s", oneLine(msg))
+		return newError(http.StatusConflict, CodeDeclared, "text", "%s", OneLine(msg))
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
 	case errors.As(err, &ie):
 		field := requestField(ie)
-		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, oneLine(ie.Msg))
+		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, OneLine(ie.Msg))
 	case errors.Is(err, store.ErrInvalidInput):
-		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", oneLine(strings.TrimPrefix(err.Error(), "store: ")))
+		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", OneLine(strings.TrimPrefix(err.Error(), "store: ")))
 	case errors.Is(err, store.ErrUnavailable):
 		s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
-		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", oneLine(err.Error()))
+		return newError(http.StatusServiceUnavailable, CodeUnavailable, "", "%s", OneLine(err.Error()))
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
 		// The client went away; nobody reads this answer.
 		s.log.Debug("request canceled", "method", r.Method, "path", r.URL.Path)
@@ -99,6 +101,9 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	in, err := s.input(req, "", actor(r))
 	if err != nil {
 		return 0, nil, err
+	}
+	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
+		return 0, nil, e
 	}
 	stored, created, err := s.rules.Upsert(r.Context(), in)
 	if err != nil {
@@ -129,13 +134,16 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 		if err != nil {
 			return 0, nil, err
 		}
+		if e := scopeOf(r.Context()).allowsWrite(in.Rule, fmt.Sprintf("rules[%d].text", i)); e != nil {
+			return 0, nil, e
+		}
 		ins[i] = in
 	}
 	stored, err := s.rules.UpsertMany(r.Context(), ins)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ruleList{Rules: make([]Rule, 0, len(stored))}
+	out := RuleList{Rules: make([]Rule, 0, len(stored))}
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
@@ -182,7 +190,7 @@ func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error
 	if s.opts.sendable != nil {
 		if err := s.opts.sendable(rule.Match); err != nil {
 			return store.Input{}, newError(http.StatusUnprocessableEntity, CodeUnsendable, field+"text",
-				"%s", oneLine(err.Error()))
+				"%s", OneLine(err.Error()))
 		}
 	}
 	in := store.Input{Rule: rule, Actor: actor, AllowUnknownSites: req.AllowUnknownSites}
@@ -259,6 +267,9 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	if state != "" {
 		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
 	}
+	// A scoped token sees only the rules inside its prefixes.
+	id := scopeOf(r.Context())
+	rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return !id.sees(sr.Rule.Match) })
 	var shadowedBy map[int64]int64
 	switch order {
 	case OrderPrecedence:
@@ -266,7 +277,7 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	case OrderExpires:
 		byExpiry(rules)
 	}
-	out := ruleList{Order: order, Rules: make([]Rule, 0, len(rules))}
+	out := RuleList{Order: order, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
 		rule := ruleFromStore(sr)
 		rule.ShadowedBy = shadowedBy[sr.ID]
@@ -312,20 +323,32 @@ func (s *Server) listPage(r *http.Request, state, order string) (int, any, error
 	default:
 		p.State = store.State(state)
 	}
-	rules, err := s.rules.ListPage(r.Context(), p)
-	if err != nil {
-		return 0, nil, err
+	out := RuleList{Order: OrderID, Rules: []Rule{}}
+	id := scopeOf(r.Context())
+	for {
+		rules, err := s.rules.ListPage(r.Context(), p)
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, sr := range rules {
+			// A scoped token sees only the rules inside its prefixes:
+			// its page is filled from the following ones.
+			if !id.sees(sr.Rule.Match) {
+				continue
+			}
+			rule := ruleFromStore(sr)
+			s.withDelivery(&rule, sr)
+			out.Rules = append(out.Rules, rule)
+			if len(out.Rules) == p.Limit {
+				out.Next = sr.ID
+				return http.StatusOK, out, nil
+			}
+		}
+		if len(rules) < p.Limit {
+			return http.StatusOK, out, nil // no more rules
+		}
+		p.After = rules[len(rules)-1].ID
 	}
-	out := ruleList{Order: OrderID, Rules: make([]Rule, 0, len(rules))}
-	for _, sr := range rules {
-		rule := ruleFromStore(sr)
-		s.withDelivery(&rule, sr)
-		out.Rules = append(out.Rules, rule)
-	}
-	if len(rules) == p.Limit {
-		out.Next = rules[len(rules)-1].ID
-	}
-	return http.StatusOK, out, nil
 }
 
 // The orders of GET /v1/rules (?order=).
@@ -335,8 +358,8 @@ const (
 	OrderExpires    = "expires"    // soonest expiry first, rules that never expire last
 )
 
-// orderText says an order in words, as rule list prints it.
-func orderText(order string) string {
+// OrderText says an order in words, as rule list prints it.
+func OrderText(order string) string {
 	switch order {
 	case OrderPrecedence:
 		return "in precedence order: the order routers apply them (RFC 8955 §5.1), IPv4 then IPv6, then inactive rules newest first"
@@ -441,6 +464,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
+	if e := scopeOf(r.Context()).checkSees(sr); e != nil {
+		return 0, nil, e
+	}
 	out := ruleFromStore(sr)
 	s.withDelivery(&out, sr)
 	return http.StatusOK, out, nil
@@ -456,6 +482,9 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	cur, err := s.rules.Get(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
+	}
+	if e := scopeOf(r.Context()).checkSees(cur); e != nil {
+		return 0, nil, e
 	}
 	if cur.Origin != "" && cur.State == store.Active {
 		return 0, nil, &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
@@ -476,11 +505,20 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 	if err != nil {
 		return 0, nil, err
 	}
+	if sc := scopeOf(r.Context()); sc != nil && len(sc.prefixes) > 0 {
+		sr, err := s.rules.Get(r.Context(), id)
+		if err != nil {
+			return 0, nil, err
+		}
+		if e := sc.checkSees(sr); e != nil {
+			return 0, nil, e
+		}
+	}
 	evs, err := s.rules.History(r.Context(), id)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := eventList{Events: make([]Event, 0, len(evs))}
+	out := EventList{Events: make([]Event, 0, len(evs))}
 	for _, e := range evs {
 		out.Events = append(out.Events, eventFromStore(e))
 	}
@@ -489,8 +527,12 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 
 // getRIB handles GET /v1/rib: actual state, sorted by family then match.
 func (s *Server) getRIB(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	out := pathList{Paths: []Path{}}
+	out := PathList{Paths: []Path{}}
+	id := scopeOf(r.Context())
 	ok := s.rib.Paths(func(m flowspec.Match, a flowspec.Action) {
+		if !id.sees(m) {
+			return // a scoped token sees only its prefixes
+		}
 		out.Paths = append(out.Paths, pathFromRIB(m, a))
 	})
 	if !ok {
@@ -511,9 +553,9 @@ func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) (int, any, err
 			return 0, nil, err
 		}
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "",
-			"BGP speaker: %s", oneLine(err.Error()))
+			"BGP speaker: %s", OneLine(err.Error()))
 	}
-	out := peerList{Peers: make([]Peer, 0, len(peers))}
+	out := PeerList{Peers: make([]Peer, 0, len(peers))}
 	for _, p := range peers {
 		out.Peers = append(out.Peers, peerFromBGP(p))
 	}
@@ -568,7 +610,7 @@ func decodeJSON(r *http.Request, v any, limit int64) error {
 		f = strings.Trim(f, `"`)
 		return newError(http.StatusBadRequest, CodeInvalidBody, f, "unknown field %q", f)
 	}
-	return newError(http.StatusBadRequest, CodeInvalidBody, "", "request body: %s", oneLine(msg))
+	return newError(http.StatusBadRequest, CodeInvalidBody, "", "request body: %s", OneLine(msg))
 }
 
 func jsonKind(goKind string) string {

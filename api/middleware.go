@@ -136,7 +136,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	writeJSON(w, e.Status, errorBody{Error: e})
+	writeJSON(w, e.Status, ErrorBody{Error: e})
 }
 
 // instrument reports each answered request to the observer, labelled with

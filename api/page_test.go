@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/cli"
 
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -26,7 +28,7 @@ func TestPagingWhileAdding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := NewClient(ts.sock, 0)
+	client := cli.NewClient(ts.sock, 0)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -86,11 +88,11 @@ func TestPagingWhileAdding(t *testing.T) {
 
 	// The CLI walks every page: rule list --order id and route list.
 	var out, errOut strings.Builder
-	c := &cli{client: client, stdout: &out, stderr: &errOut, now: time.Now, pageSize: 7}
-	if err := c.run(ctx, []string{"rule", "list", "--order", "id", "--json"}); err != nil {
-		t.Fatal(err)
+	client.PageSize = 7
+	if code := cli.RunWith(ctx, client, []string{"rule", "list", "--order", "id", "--json"}, &out, &errOut); code != 0 {
+		t.Fatalf("rule list: exit %d: %s", code, errOut.String())
 	}
-	list := decode[ruleList](t, []byte(out.String()))
+	list := decode[api.RuleList](t, []byte(out.String()))
 	all, _ := st.List(ctx, "")
 	if len(list.Rules) != len(all) || list.Rules[0].ID != all[0].ID || list.Rules[len(all)-1].ID != all[len(all)-1].ID {
 		t.Errorf("rule list --order id listed %d rules, want %d", len(list.Rules), len(all))
@@ -100,12 +102,12 @@ func TestPagingWhileAdding(t *testing.T) {
 	for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "after=-1": "after",
 		"limit=5&order=precedence": "order", "limit=100001": "limit"} {
 		status, body := ts.do(t, "GET", "/v1/rules?"+q, "")
-		if e := decode[errorBody](t, body).Error; status != 400 || e == nil || e.Field != field {
+		if e := decode[api.ErrorBody](t, body).Error; status != 400 || e == nil || e.Field != field {
 			t.Errorf("?%s: %d %s, want 400 with field %q", q, status, body, field)
 		}
 	}
 	status, body := ts.do(t, "GET", "/v1/rules?state=active&limit=3", "")
-	if l := decode[ruleList](t, body); status != 200 || len(l.Rules) != 3 || l.Next == 0 {
+	if l := decode[api.RuleList](t, body); status != 200 || len(l.Rules) != 3 || l.Next == 0 {
 		t.Errorf("state=active&limit=3: %d %s", status, body)
 	}
 }

@@ -1,10 +1,12 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
 )
 
 // rule list orders active FlowSpec rules the way routers apply them and
@@ -17,7 +19,7 @@ func TestListInPrecedenceOrder(t *testing.T) {
 		if code != 201 {
 			t.Fatalf("add %s: %d %s", text, code, body)
 		}
-		var r Rule
+		var r api.Rule
 		if err := json.Unmarshal(body, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +35,7 @@ func TestListInPrecedenceOrder(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("list: %d %s", code, body)
 	}
-	var list ruleList
+	var list api.RuleList
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestListInPrecedenceOrder(t *testing.T) {
 	if code != 200 {
 		t.Fatal(code)
 	}
-	list = ruleList{}
+	list = api.RuleList{}
 	if err := json.Unmarshal(body, &list); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestListOrders(t *testing.T) {
 			table = append(table, strings.Fields(line)[0])
 		}
 		code, out, _ = runCLI(t, ts.sock, "rule", "list", "--json", "--order", order)
-		var list ruleList
+		var list api.RuleList
 		if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil {
 			t.Fatalf("--json --order %s: exit %d, %v", order, code, err)
 		}
@@ -136,7 +138,7 @@ func TestListOrders(t *testing.T) {
 		t.Errorf("--order age: exit %d, %q", code, errOut)
 	}
 	status, body := ts.do(t, "GET", "/v1/rules?order=age", "")
-	if e := wantError(t, status, body, 400, CodeInvalidBody); e.Field != "order" {
+	if e := wantError(t, status, body, 400, api.CodeInvalidBody); e.Field != "order" {
 		t.Errorf("?order=age: %+v", e)
 	}
 }

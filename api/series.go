@@ -109,7 +109,7 @@ func (s *Series) Sample(ctx context.Context) SeriesPoint {
 		counts, err := s.src.Rules.Counts(cctx)
 		cancel()
 		if err != nil {
-			p.Err = "rules: " + oneLine(err.Error())
+			p.Err = "rules: " + OneLine(err.Error())
 		}
 		for _, c := range counts {
 			if c.State == store.Active {

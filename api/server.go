@@ -76,17 +76,25 @@ type options struct {
 	console         http.Handler // console.go
 }
 
-// RequestObserver is told about every request the API answered (implemented
-// by *Metrics). route is the matched route pattern without its
+// RequestObserver is the metrics sink (implemented by *metrics.Metrics):
+// it is told about every request the API answered, and it counts passes
+// for GET /v1/status. route is the matched route pattern without its
 // method, e.g. "/v1/rules/{id}", or "unmatched".
 type RequestObserver interface {
 	APIRequest(route, method string, code int, d time.Duration)
+	// PassTotals counts the reconcile passes since start.
+	PassTotals() Totals
 }
 
-// Passes is the reconciler as the status route shows it (implemented by
+// Passes is the reconciler as the API shows it (implemented by
 // *reconcile.Reconciler).
 type Passes interface {
+	// LastPass is the result of the most recent pass (GET /v1/status).
 	LastPass() reconcile.PassResult
+	// Drift counts the drift repairs since start (GET /v1/status).
+	Drift() reconcile.DriftCounts
+	// Preview is the plan the next pass would apply (GET /v1/diff).
+	Preview(ctx context.Context) (reconcile.Plan, error)
 }
 
 // WithMetrics serves h at GET /metrics and reports every request to obs;

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/bgp"
@@ -45,14 +47,14 @@ func startServer(t *testing.T) *testServer {
 
 // startServerOver serves a Server over rules and a fake RIB on a real unix
 // socket.
-func startServerOver(t *testing.T, rules Rules, opts ...Option) *testServer {
+func startServerOver(t *testing.T, rules api.Rules, opts ...api.Option) *testServer {
 	t.Helper()
 	ts := &testServer{
 		sock: filepath.Join(t.TempDir(), "run", "rk.sock"),
 		rib:  newFakeRIB(),
 	}
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
-	srv := New(log, rules, ts.rib, append([]Option{WithMaxBodyBytes(4096)}, opts...)...)
+	srv := api.New(log, rules, ts.rib, append([]api.Option{api.WithMaxBodyBytes(4096)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ts.sock) }()
@@ -138,9 +140,9 @@ func decode[T any](t *testing.T, b []byte) T {
 }
 
 // wantError checks an error response's status and code and returns it.
-func wantError(t *testing.T, status int, body []byte, wantStatus int, wantCode string) *Error {
+func wantError(t *testing.T, status int, body []byte, wantStatus int, wantCode string) *api.Error {
 	t.Helper()
-	eb := decode[errorBody](t, body)
+	eb := decode[api.ErrorBody](t, body)
 	if status != wantStatus || eb.Error == nil || eb.Error.Code != wantCode {
 		t.Fatalf("got %d %s, want %d with code %q", status, body, wantStatus, wantCode)
 	}
@@ -166,7 +168,7 @@ func TestAddThenUpdateSameMatch(t *testing.T) {
 	if status != http.StatusCreated {
 		t.Fatalf("first add: %d %s, want 201", status, body)
 	}
-	first := decode[Rule](t, body)
+	first := decode[api.Rule](t, body)
 	if first.ID == 0 || first.State != "active" || first.Actor != "cli" || first.Reason != "ddos ticket 42" ||
 		first.Family != "ipv4-flowspec" || first.Action != "discard" || first.Text != mustParse(t, ruleDiscard).String() {
 		t.Errorf("first add returned %+v", first)
@@ -180,7 +182,7 @@ func TestAddThenUpdateSameMatch(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("second add: %d %s, want 200", status, body)
 	}
-	second := decode[Rule](t, body)
+	second := decode[api.Rule](t, body)
 	if second.ID != first.ID {
 		t.Errorf("same match got id %d, want %d", second.ID, first.ID)
 	}
@@ -192,7 +194,7 @@ func TestAddThenUpdateSameMatch(t *testing.T) {
 	}
 
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`"}`)
-	if status != http.StatusCreated || decode[Rule](t, body).ID == first.ID {
+	if status != http.StatusCreated || decode[api.Rule](t, body).ID == first.ID {
 		t.Errorf("other match: %d %s, want 201 with a new id", status, body)
 	}
 }
@@ -200,23 +202,23 @@ func TestAddThenUpdateSameMatch(t *testing.T) {
 func TestListShowWithdraw(t *testing.T) {
 	ts := startServer(t)
 	_, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleDiscard+`"}`)
-	a := decode[Rule](t, body)
+	a := decode[api.Rule](t, body)
 	_, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`","ttl":"1h"}`)
-	b := decode[Rule](t, body)
+	b := decode[api.Rule](t, body)
 
 	status, body := ts.do(t, "GET", "/v1/rules", "")
-	list := decode[ruleList](t, body)
+	list := decode[api.RuleList](t, body)
 	if status != 200 || len(list.Rules) != 2 || list.Rules[0].ID != b.ID || list.Rules[1].ID != a.ID {
 		t.Fatalf("list: %d %s, want both rules newest first", status, body)
 	}
 
 	status, body = ts.do(t, "GET", "/v1/rules/"+itoa(a.ID), "")
-	if got := decode[Rule](t, body); status != 200 || got.ID != a.ID || got.Text != a.Text {
+	if got := decode[api.Rule](t, body); status != 200 || got.ID != a.ID || got.Text != a.Text {
 		t.Fatalf("show: %d %s", status, body)
 	}
 
 	status, body = ts.do(t, "DELETE", "/v1/rules/"+itoa(a.ID), "")
-	if got := decode[Rule](t, body); status != http.StatusAccepted || got.State != StateWithdrawing {
+	if got := decode[api.Rule](t, body); status != http.StatusAccepted || got.State != api.StateWithdrawing {
 		t.Fatalf("withdraw: %d %s, want 202 state withdrawing", status, body)
 	}
 	if r, _ := ts.rules.Get(context.Background(), a.ID); !r.WithdrawRequested {
@@ -231,7 +233,7 @@ func TestListShowWithdraw(t *testing.T) {
 	} {
 		status, body = ts.do(t, "GET", "/v1/rules?state="+state, "")
 		var ids []int64
-		for _, r := range decode[ruleList](t, body).Rules {
+		for _, r := range decode[api.RuleList](t, body).Rules {
 			ids = append(ids, r.ID)
 		}
 		if status != 200 || len(ids) != len(want) || (len(ids) > 0 && ids[0] != want[0]) {
@@ -239,7 +241,7 @@ func TestListShowWithdraw(t *testing.T) {
 		}
 	}
 	status, body = ts.do(t, "GET", "/v1/rules?state=gone", "")
-	if e := wantError(t, status, body, 400, CodeInvalidState); e.Field != "state" {
+	if e := wantError(t, status, body, 400, api.CodeInvalidState); e.Field != "state" {
 		t.Errorf("field %q, want state", e.Field)
 	}
 }
@@ -247,12 +249,12 @@ func TestListShowWithdraw(t *testing.T) {
 func TestBadRuleTextStoresNothing(t *testing.T) {
 	ts := startServer(t)
 	status, body := ts.do(t, "POST", "/v1/rules", `{"text":"match destinaton 203.0.113.7/32 then discard"}`)
-	e := wantError(t, status, body, 400, CodeInvalidRule)
+	e := wantError(t, status, body, 400, api.CodeInvalidRule)
 	if e.Field != "text" || e.Column != 7 || !strings.Contains(e.Message, `"destinaton" (column 7)`) {
 		t.Errorf("error %+v, want field text pointing at column 7", e)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"  "}`)
-	wantError(t, status, body, 400, CodeInvalidRule)
+	wantError(t, status, body, 400, api.CodeInvalidRule)
 	if n := ts.rules.count(); n != 0 {
 		t.Errorf("store holds %d rules after bad input, want 0", n)
 	}
@@ -263,16 +265,16 @@ func TestBadBodies(t *testing.T) {
 	for _, tc := range []struct {
 		body, code, field string
 	}{
-		{`{"text":"` + ruleDiscard + `","ttl":"-5m"}`, CodeInvalidTTL, "ttl"},
-		{`{"text":"` + ruleDiscard + `","ttl":"0s"}`, CodeInvalidTTL, "ttl"},
-		{`{"text":"` + ruleDiscard + `","ttl":"soon"}`, CodeInvalidTTL, "ttl"},
-		{`{"text":"` + ruleDiscard + `","ttl":600}`, CodeInvalidBody, "ttl"},
-		{`{"text":"` + ruleDiscard + `","colour":"red"}`, CodeInvalidBody, "colour"},
-		{`{"text":"` + ruleDiscard + `"} {}`, CodeInvalidBody, ""},
-		{`{"text":`, CodeInvalidBody, ""},
-		{`[1]`, CodeInvalidBody, ""},
-		{``, CodeInvalidBody, ""},
-		{"\x00\xff", CodeInvalidBody, ""},
+		{`{"text":"` + ruleDiscard + `","ttl":"-5m"}`, api.CodeInvalidTTL, "ttl"},
+		{`{"text":"` + ruleDiscard + `","ttl":"0s"}`, api.CodeInvalidTTL, "ttl"},
+		{`{"text":"` + ruleDiscard + `","ttl":"soon"}`, api.CodeInvalidTTL, "ttl"},
+		{`{"text":"` + ruleDiscard + `","ttl":600}`, api.CodeInvalidBody, "ttl"},
+		{`{"text":"` + ruleDiscard + `","colour":"red"}`, api.CodeInvalidBody, "colour"},
+		{`{"text":"` + ruleDiscard + `"} {}`, api.CodeInvalidBody, ""},
+		{`{"text":`, api.CodeInvalidBody, ""},
+		{`[1]`, api.CodeInvalidBody, ""},
+		{``, api.CodeInvalidBody, ""},
+		{"\x00\xff", api.CodeInvalidBody, ""},
 	} {
 		status, body := ts.do(t, "POST", "/v1/rules", tc.body)
 		e := wantError(t, status, body, 400, tc.code)
@@ -289,7 +291,7 @@ func TestBodyTooLarge(t *testing.T) {
 	ts := startServer(t)
 	big := `{"text":"` + ruleDiscard + `","reason":"` + strings.Repeat("x", 8192) + `"}`
 	status, body := ts.do(t, "POST", "/v1/rules", big)
-	wantError(t, status, body, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+	wantError(t, status, body, http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge)
 
 	// Without Content-Length the limit applies while reading.
 	req, _ := http.NewRequest("POST", "http://rk/v1/rules", io.MultiReader(strings.NewReader(big)))
@@ -300,7 +302,7 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	wantError(t, resp.StatusCode, b, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+	wantError(t, resp.StatusCode, b, http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge)
 	if n := ts.rules.count(); n != 0 {
 		t.Errorf("store holds %d rules, want 0", n)
 	}
@@ -310,14 +312,14 @@ func TestNotFound(t *testing.T) {
 	ts := startServer(t)
 	for _, m := range []string{"GET", "DELETE"} {
 		status, body := ts.do(t, m, "/v1/rules/99", "")
-		wantError(t, status, body, 404, CodeNotFound)
+		wantError(t, status, body, 404, api.CodeNotFound)
 	}
 	status, body := ts.do(t, "GET", "/v1/rules/abc", "")
-	wantError(t, status, body, 400, CodeInvalidID)
+	wantError(t, status, body, 400, api.CodeInvalidID)
 	status, body = ts.do(t, "GET", "/v1/nope", "")
-	wantError(t, status, body, 404, CodeNotFound)
+	wantError(t, status, body, 404, api.CodeNotFound)
 	status, body = ts.do(t, "PUT", "/v1/rules", "{}")
-	wantError(t, status, body, 405, CodeMethodNotAllowed)
+	wantError(t, status, body, 405, api.CodeMethodNotAllowed)
 }
 
 func TestPanicIs500(t *testing.T) {
@@ -326,7 +328,7 @@ func TestPanicIs500(t *testing.T) {
 	ts.rules.panicOnGet = 7
 	ts.rules.mu.Unlock()
 	status, body := ts.do(t, "GET", "/v1/rules/7", "")
-	wantError(t, status, body, 500, CodeInternal)
+	wantError(t, status, body, 500, api.CodeInternal)
 	// The server survives.
 	status, body = ts.do(t, "GET", "/v1/rules", "")
 	if status != 200 {
@@ -338,14 +340,14 @@ func TestRIBAndPeers(t *testing.T) {
 	ts := startServer(t)
 	ts.rib.setReady(false)
 	status, body := ts.do(t, "GET", "/v1/rib", "")
-	wantError(t, status, body, 503, CodeUnavailable)
+	wantError(t, status, body, 503, api.CodeUnavailable)
 
 	ts.rib.setReady(true)
 	ts.rib.announce(mustParse(t, ruleOther))
 	ts.rib.announce(mustParse(t, ruleDiscard))
 	ts.rib.announce(mustParse(t, "match destination 2001:db8::1/128 then discard"))
 	status, body = ts.do(t, "GET", "/v1/rib", "")
-	paths := decode[pathList](t, body).Paths
+	paths := decode[api.PathList](t, body).Paths
 	if status != 200 || len(paths) != 3 {
 		t.Fatalf("rib: %d %s", status, body)
 	}
@@ -358,7 +360,7 @@ func TestRIBAndPeers(t *testing.T) {
 
 	ts.rib.setPeers([]bgp.PeerStatus{{Address: "192.0.2.1", ASN: 64512, State: "established", Uptime: 90 * time.Second, Families: []string{"ipv4-flowspec"}, Sent: 3}})
 	status, body = ts.do(t, "GET", "/v1/peers", "")
-	peers := decode[peerList](t, body).Peers
+	peers := decode[api.PeerList](t, body).Peers
 	if status != 200 || len(peers) != 1 || peers[0].UptimeSeconds != 90 || peers[0].State != "established" {
 		t.Errorf("peers: %d %s", status, body)
 	}
@@ -375,7 +377,7 @@ func TestSocket(t *testing.T) {
 	}
 
 	// A second server refuses the live socket and leaves it working.
-	err = New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), ts.sock)
+	err = api.New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), ts.sock)
 	if err == nil || !strings.Contains(err.Error(), "another process is listening") {
 		t.Errorf("second Serve on a live socket: %v", err)
 	}
@@ -403,7 +405,7 @@ func TestSocketStaleAndNotASocket(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- New(nil, newFakeRules(), newFakeRIB()).Serve(ctx, stale) }()
+	go func() { errc <- api.New(nil, newFakeRules(), newFakeRIB()).Serve(ctx, stale) }()
 	waitListening(t, stale, errc)
 	cancel()
 	if err := <-errc; err != nil {
@@ -414,7 +416,7 @@ func TestSocketStaleAndNotASocket(t *testing.T) {
 	if err := os.WriteFile(file, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), file)
+	err = api.New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), file)
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Serve on a regular file: %v", err)
 	}

@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"time"
 )
 
 // Stopping the daemon from the CLI.
@@ -67,45 +65,11 @@ func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) (int, any, err
 	err := s.opts.shutdown.Shutdown(context.WithoutCancel(r.Context()), req.Withdraw)
 	if err != nil {
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "",
-			"%s", oneLine(err.Error()))
+			"%s", OneLine(err.Error()))
 	}
 	msg := "stopped; routers with graceful restart keep the rules until the next start"
 	if req.Withdraw {
 		msg = "every rule withdrawn and sent to the routers; stopped"
 	}
 	return http.StatusOK, ShutdownResponse{Withdrawn: req.Withdraw, Message: msg}, nil
-}
-
-// Shutdown asks the daemon to stop (see ShutdownRequest). It waits as long
-// as the withdrawal takes, up to timeout.
-func (c *Client) Shutdown(ctx context.Context, withdraw bool, timeout time.Duration) (ShutdownResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	long := *c
-	hc := *c.hc
-	hc.Timeout = timeout
-	long.hc = &hc
-	var out ShutdownResponse
-	_, err := long.do(ctx, http.MethodPost, "/v1/shutdown", ShutdownRequest{Withdraw: withdraw}, &out)
-	return out, err
-}
-
-// shutdownCmd is `ribkeeper shutdown [--withdraw] [--timeout D]`.
-func (c *cli) shutdownCmd(ctx context.Context, args []string) error {
-	fs := c.flagSet("shutdown")
-	withdraw := fs.Bool("withdraw", false, "withdraw every rule from every router before stopping")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the daemon")
-	pos, err := c.parse(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usagef("shutdown", "unexpected argument %q", pos[0])
-	}
-	res, err := c.client.Shutdown(ctx, *withdraw, *timeout)
-	if err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	fmt.Fprintln(c.stdout, res.Message)
-	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/cli"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -29,7 +32,7 @@ func (f *fakeShutdowner) Shutdown(_ context.Context, withdraw bool) error {
 // the speaker's reason: never 201 and then left unannounced.
 func TestUnsendableRuleRefused(t *testing.T) {
 	rules := newFakeRules()
-	ts := startServerOver(t, rules, WithSendable(bgp.Sendable))
+	ts := startServerOver(t, rules, api.WithSendable(bgp.Sendable))
 	// 80 destination ports of two octets: 2 + 240 bytes of NLRI.
 	var ports []string
 	for i := range 80 {
@@ -40,7 +43,7 @@ func TestUnsendableRuleRefused(t *testing.T) {
 		t.Fatalf("the test rule does not parse: %v", err)
 	}
 	status, body := ts.do(t, "POST", "/v1/rules", `{"text":`+strconv.Quote(long)+`}`)
-	e := wantError(t, status, body, http.StatusUnprocessableEntity, CodeUnsendable)
+	e := wantError(t, status, body, http.StatusUnprocessableEntity, api.CodeUnsendable)
 	if e.Field != "text" || !strings.Contains(e.Message, "split it into smaller rules") {
 		t.Errorf("error = %+v", e)
 	}
@@ -58,20 +61,20 @@ func TestUnsendableRuleRefused(t *testing.T) {
 // choice, on the control socket; a failure is reported, not swallowed.
 func TestShutdownRoute(t *testing.T) {
 	sd := &fakeShutdowner{}
-	ts := startServerOver(t, newFakeRules(), WithShutdown(sd))
-	c := NewClient(ts.sock, 0)
-	res, err := c.Shutdown(context.Background(), true, DefaultClientTimeout)
+	ts := startServerOver(t, newFakeRules(), api.WithShutdown(sd))
+	c := cli.NewClient(ts.sock, 0)
+	res, err := c.Shutdown(context.Background(), true, cli.DefaultClientTimeout)
 	if err != nil || !res.Withdrawn || sd.calls != 1 || !sd.withdraw {
 		t.Fatalf("shutdown --withdraw: %+v %v; shutdowner %+v", res, err, sd)
 	}
 	sd.err = errors.New("3 paths still in the peers' Adj-RIB-Out")
-	_, err = c.Shutdown(context.Background(), false, DefaultClientTimeout)
-	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != CodeUnavailable || !strings.Contains(ae.Message, "Adj-RIB-Out") || sd.withdraw {
+	_, err = c.Shutdown(context.Background(), false, cli.DefaultClientTimeout)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != api.CodeUnavailable || !strings.Contains(ae.Message, "Adj-RIB-Out") || sd.withdraw {
 		t.Fatalf("failed shutdown: %v; shutdowner %+v", err, sd)
 	}
 	// The handler served on other listeners (TCP) has no such route.
-	h := New(nil, newFakeRules(), newFakeRIB(), WithShutdown(sd)).Handler()
+	h := api.New(nil, newFakeRules(), newFakeRIB(), api.WithShutdown(sd)).Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/shutdown", strings.NewReader(`{}`)))
 	if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed || sd.calls != 2 {

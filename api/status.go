@@ -43,12 +43,6 @@ type Totals struct {
 	PeerResets       uint64 `json:"peer_resets"`
 }
 
-// passTotals is what sums the passes (implemented by *Metrics, which
-// hears every pass as the reconciler's Recorder).
-type passTotals interface {
-	PassTotals() Totals
-}
-
 // RuleCounts counts the stored rules by state. Announced counts the active
 // rules this site's reconciler has announced.
 type RuleCounts struct {
@@ -97,14 +91,14 @@ func passFromReconcile(p reconcile.PassResult) *Pass {
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	out := Status{Peers: []Peer{}}
 	if peers, err := s.rib.Peers(r.Context()); err != nil {
-		out.Errors = append(out.Errors, "peers: "+oneLine(err.Error()))
+		out.Errors = append(out.Errors, "peers: "+OneLine(err.Error()))
 	} else {
 		for _, p := range peers {
 			out.Peers = append(out.Peers, peerFromBGP(p))
 		}
 	}
 	if counts, err := s.rules.Counts(r.Context()); err != nil {
-		out.Errors = append(out.Errors, "rules: "+oneLine(err.Error()))
+		out.Errors = append(out.Errors, "rules: "+OneLine(err.Error()))
 	} else {
 		c := &RuleCounts{ByFamily: map[string]int{}}
 		for _, n := range counts {
@@ -128,17 +122,17 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 		out.Rules = c
 	}
 	if sites, err := s.rules.Sites(r.Context()); err != nil {
-		out.Errors = append(out.Errors, "sites: "+oneLine(err.Error()))
+		out.Errors = append(out.Errors, "sites: "+OneLine(err.Error()))
 	} else {
 		out.Sites = sites
 	}
 	if s.opts.passes != nil {
 		out.LastPass = passFromReconcile(s.opts.passes.LastPass())
 	}
-	if pt, ok := s.opts.observer.(passTotals); ok {
-		t := pt.PassTotals()
-		if d, ok := s.opts.passes.(scrapeDrift); ok {
-			dc := d.Drift()
+	if s.opts.observer != nil {
+		t := s.opts.observer.PassTotals()
+		if s.opts.passes != nil {
+			dc := s.opts.passes.Drift()
 			t.Readded, t.OrphansWithdrawn, t.Replaced = dc.Readded, dc.OrphansWithdrawn, dc.Replaced
 			t.SpeakerRestarts, t.PeerResets = dc.SpeakerRestarts, dc.PeerResets
 		}

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/metrics"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/reconcile"
@@ -26,9 +29,13 @@ func (f *fakePasses) LastPass() reconcile.PassResult {
 	return f.last
 }
 
+func (f *fakePasses) Drift() reconcile.DriftCounts { return reconcile.DriftCounts{} }
+
+func (f *fakePasses) Preview(context.Context) (reconcile.Plan, error) { return reconcile.Plan{}, nil }
+
 func TestStatusCLI(t *testing.T) {
 	rules, rib, passes := newFakeRules(), newFakeRIB(), &fakePasses{}
-	srv := New(nil, rules, rib, WithReconciler(passes))
+	srv := api.New(nil, rules, rib, api.WithReconciler(passes))
 	sock := filepath.Join(t.TempDir(), "rk.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -100,7 +107,7 @@ func TestStatusCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status --json: exit %d: %s", code, errOut)
 	}
-	var st Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
@@ -133,8 +140,8 @@ func (d *driftPasses) Drift() reconcile.DriftCounts { return d.drift }
 func TestStatusLastPassAndSinceStart(t *testing.T) {
 	rules, rib := newFakeRules(), newFakeRIB()
 	passes := &driftPasses{drift: reconcile.DriftCounts{Readded: 4, OrphansWithdrawn: 2, SpeakerRestarts: 1}}
-	mx := NewMetrics(nil)
-	srv := New(nil, rules, rib, WithReconciler(passes), WithMetrics(nil, mx))
+	mx := metrics.New(nil)
+	srv := api.New(nil, rules, rib, api.WithReconciler(passes), api.WithMetrics(nil, mx))
 	sock := filepath.Join(t.TempDir(), "rk.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -178,7 +185,7 @@ func TestStatusLastPassAndSinceStart(t *testing.T) {
 		}
 	}
 	_, out, _ = runCLI(t, sock, "status", "--json")
-	var st Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.SinceStart == nil || st.SinceStart.Added != 7 || st.SinceStart.Readded != 4 || st.LastPass.Adopted != 7 {
 		t.Errorf("status --json: %v\n%s", err, out)
 	}

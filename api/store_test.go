@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/api"
+
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -16,7 +18,7 @@ func TestBatchAllOrNothing(t *testing.T) {
 	ts := startServer(t)
 	status, body := ts.do(t, "POST", "/v1/rules/batch",
 		`{"rules":[{"text":"`+ruleDiscard+`"},{"text":"match destination 10.0.0.0/8 then discrad"}]}`)
-	e := wantError(t, status, body, 400, CodeInvalidRule)
+	e := wantError(t, status, body, 400, api.CodeInvalidRule)
 	if e.Field != "rules[1].text" || !strings.Contains(e.Message, `"discrad"`) {
 		t.Errorf("error %+v, want field rules[1].text naming the word", e)
 	}
@@ -24,15 +26,15 @@ func TestBatchAllOrNothing(t *testing.T) {
 		t.Fatalf("a rejected batch stored %d rules", n)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules/batch", `{"rules":[{"text":"`+ruleDiscard+`","ttl":"-1s"}]}`)
-	if e := wantError(t, status, body, 400, CodeInvalidTTL); e.Field != "rules[0].ttl" {
+	if e := wantError(t, status, body, 400, api.CodeInvalidTTL); e.Field != "rules[0].ttl" {
 		t.Errorf("field %q, want rules[0].ttl", e.Field)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules/batch", `{"rules":[]}`)
-	wantError(t, status, body, 400, CodeInvalidBody)
+	wantError(t, status, body, 400, api.CodeInvalidBody)
 
 	status, body = ts.do(t, "POST", "/v1/rules/batch",
 		`{"rules":[{"text":"`+ruleDiscard+`"},{"text":"`+ruleOther+`","ttl":"5m"},{"text":"`+ruleLimit+`"}]}`)
-	rules := decode[ruleList](t, body).Rules
+	rules := decode[api.RuleList](t, body).Rules
 	if status != 200 || len(rules) != 3 || rules[0].ID != rules[2].ID || rules[0].ID == rules[1].ID {
 		t.Fatalf("batch: %d %s; want 3 rules in order, the first and last the same", status, body)
 	}
@@ -44,20 +46,20 @@ func TestBatchAllOrNothing(t *testing.T) {
 func TestHistory(t *testing.T) {
 	ts := startServer(t)
 	_, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleDiscard+`"}`)
-	id := strconv.FormatInt(decode[Rule](t, body).ID, 10)
+	id := strconv.FormatInt(decode[api.Rule](t, body).ID, 10)
 	ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`"}`)
 	ts.do(t, "DELETE", "/v1/rules/"+id, "")
 
 	status, body := ts.do(t, "GET", "/v1/rules/"+id+"/history", "")
 	var kinds []string
-	for _, e := range decode[eventList](t, body).Events {
+	for _, e := range decode[api.EventList](t, body).Events {
 		kinds = append(kinds, e.Kind)
 	}
 	if status != 200 || strings.Join(kinds, ",") != "created,updated,withdraw-requested" {
 		t.Errorf("history: %d %s", status, body)
 	}
 	status, body = ts.do(t, "GET", "/v1/rules/404/history", "")
-	wantError(t, status, body, 404, CodeNotFound)
+	wantError(t, status, body, 404, api.CodeNotFound)
 
 	code, out, errOut := runCLI(t, ts.sock, "rule", "history", id)
 	if code != 0 || !strings.HasPrefix(out, "TIME") || strings.Count(out, "\n") != 4 || !strings.Contains(out, "withdraw-requested") {
@@ -71,7 +73,7 @@ func TestStoreUnavailableIs503(t *testing.T) {
 	ts.rules.down = true
 	ts.rules.mu.Unlock()
 	status, body := ts.do(t, "GET", "/v1/rules", "")
-	e := wantError(t, status, body, http.StatusServiceUnavailable, CodeUnavailable)
+	e := wantError(t, status, body, http.StatusServiceUnavailable, api.CodeUnavailable)
 	if !strings.Contains(e.Message, "check the DSN") {
 		t.Errorf("message %q should carry the store's hint", e.Message)
 	}
@@ -93,34 +95,34 @@ func TestWithSQLiteStore(t *testing.T) {
 	ts := startServerOver(t, st)
 
 	status, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleDiscard+`","ttl":"1h","reason":"r1"}`)
-	first := decode[Rule](t, body)
+	first := decode[api.Rule](t, body)
 	if status != 201 || first.Actor != "cli" || first.ExpiresAt == nil || time.Until(*first.ExpiresAt) < 59*time.Minute {
 		t.Fatalf("add: %d %s", status, body)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleLimit+`","ttl":"never"}`)
-	if second := decode[Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil || second.Reason != "r1" {
+	if second := decode[api.Rule](t, body); status != 200 || second.ID != first.ID || second.ExpiresAt != nil || second.Reason != "r1" {
 		t.Fatalf("update: %d %s, want 200 with id %d, no expiry and the reason kept", status, body, first.ID)
 	}
 	status, body = ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`","sites":["par1",""]}`)
-	if e := wantError(t, status, body, 400, CodeInvalidInput); e.Field != "sites" {
+	if e := wantError(t, status, body, 400, api.CodeInvalidInput); e.Field != "sites" {
 		t.Errorf("bad site: field %q, want sites (%s)", e.Field, e.Message)
 	}
 
 	id := strconv.FormatInt(first.ID, 10)
 	status, body = ts.do(t, "DELETE", "/v1/rules/"+id, "")
-	if got := decode[Rule](t, body); status != 202 || got.State != StateWithdrawing {
+	if got := decode[api.Rule](t, body); status != 202 || got.State != api.StateWithdrawing {
 		t.Fatalf("withdraw: %d %s", status, body)
 	}
 	status, body = ts.do(t, "GET", "/v1/rules?state=withdrawing", "")
-	if rules := decode[ruleList](t, body).Rules; status != 200 || len(rules) != 1 {
+	if rules := decode[api.RuleList](t, body).Rules; status != 200 || len(rules) != 1 {
 		t.Errorf("list withdrawing: %d %s", status, body)
 	}
 	status, body = ts.do(t, "GET", "/v1/rules/"+id+"/history", "")
-	if evs := decode[eventList](t, body).Events; status != 200 || len(evs) != 3 || evs[0].Kind != "created" {
+	if evs := decode[api.EventList](t, body).Events; status != 200 || len(evs) != 3 || evs[0].Kind != "created" {
 		t.Errorf("history: %d %s", status, body)
 	}
 	status, body = ts.do(t, "GET", "/v1/rules/999", "")
-	wantError(t, status, body, 404, CodeNotFound)
+	wantError(t, status, body, 404, api.CodeNotFound)
 }
 
 func TestRequestField(t *testing.T) {
@@ -133,8 +135,8 @@ func TestRequestField(t *testing.T) {
 		{store.InputError{Index: 2, Field: "rule"}, "rules[2].text"},
 		{store.InputError{Index: 0, Field: "reason"}, "rules[0].reason"},
 	} {
-		if got := requestField(&c.e); got != c.want {
-			t.Errorf("requestField(%+v) = %q, want %q", c.e, got, c.want)
+		if got := api.RequestField(&c.e); got != c.want {
+			t.Errorf("api.RequestField(%+v) = %q, want %q", c.e, got, c.want)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func (c TCPConfig) prepare() (*tokenSet, *tls.Config, error) {
 		if ts, err = newTokenSet(c.Tokens); err != nil {
 			return nil, nil, err
 		}
-	} else if !isLoopback(host) {
+	} else if !IsLoopback(host) {
 		return nil, nil, fmt.Errorf("listen address %s: %w", c.Addr, ErrNoTokens)
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
@@ -61,9 +61,9 @@ func (c TCPConfig) prepare() (*tokenSet, *tls.Config, error) {
 	return ts, tc, nil
 }
 
-// isLoopback reports whether host names only loopback addresses. An empty
+// IsLoopback reports whether host names only loopback addresses. An empty
 // host or a wildcard address listens everywhere and is not loopback.
-func isLoopback(host string) bool {
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
@@ -97,5 +97,5 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 }
 
 func (s *Server) tcpHandler(ts *tokenSet) http.Handler {
-	return s.instrument(s.recoverer(s.withConsole(s.authenticate(ts, withRole(ts, s.inner)))))
+	return s.instrument(s.recoverer(s.withConsole(s.authenticate(ts, s.inner))))
 }

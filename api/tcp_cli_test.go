@@ -1,18 +1,22 @@
-package api
+package api_test
 
 import (
 	"bytes"
 	"context"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/cli"
 )
 
 func clientMain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := ClientMain(context.Background(), args, &stdout, &stderr)
+	code := cli.Main(context.Background(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -34,7 +38,7 @@ func TestCLIOverTCP(t *testing.T) {
 	t.Setenv("RIBKEEPER_TOKEN_FILE", "")
 	t.Setenv("RIBKEEPER_CACERT", "")
 	cert, key := selfSigned(t, t.TempDir())
-	ts := startTCP(t, TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
 	read, write := tokenFile(t, readSecret), tokenFile(t, writeSecret)
 
 	code, out, errOut := clientMain(t, "rule", "add", "--url", ts.url, "--token-file", read, "--ca-file", cert, "--ttl", "10m", ruleDiscard)
@@ -91,5 +95,30 @@ func TestCLIOverTCP(t *testing.T) {
 	t.Setenv("RIBKEEPER_TOKEN", "")
 	if code, _, errOut := clientMain(t, "rule", "list", "--ca-file", cert); code != 1 || !strings.Contains(errOut, "missing bearer token") {
 		t.Errorf("no token: exit %d, %q", code, errOut)
+	}
+}
+
+// ribkeeper whoami says who the API sees and what it may do.
+func TestCLIWhoami(t *testing.T) {
+	t.Setenv("RIBKEEPER_URL", "")
+	t.Setenv("RIBKEEPER_TOKEN", "")
+	t.Setenv("RIBKEEPER_CACERT", "")
+	scoped := api.Token{Name: "cust", Role: api.RoleWrite, Secret: custSecret,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:c::/48")},
+		Actions:  []string{"discard", "rtbh"}, MaxActiveRules: 7}
+	ts := startTCP(t, api.TCPConfig{Tokens: append([]api.Token{scoped}, testTokens...)})
+	code, out, errOut := clientMain(t, "whoami", "--url", ts.url, "--token-file", tokenFile(t, custSecret))
+	want := "name:      cust\nrole:      write\nprefixes:  192.0.2.0/24, 2001:db8:c::/48\nactions:   discard, rtbh\nquota:     7 active rules it wrote (the guardrails apply on top)\n"
+	if code != 0 || out != want {
+		t.Errorf("whoami with a scoped token: exit %d %q\n%s\nwant\n%s", code, errOut, out, want)
+	}
+	code, out, _ = clientMain(t, "whoami", "--json", "--url", ts.url, "--token-file", tokenFile(t, readSecret))
+	if code != 0 || !strings.Contains(out, `"name": "grafana"`) || !strings.Contains(out, `"prefixes": []`) {
+		t.Errorf("whoami --json with a read token: exit %d\n%s", code, out)
+	}
+	sock := startServer(t).sock
+	code, out, _ = runCLI(t, sock, "whoami")
+	if code != 0 || !strings.Contains(out, "name:      cli\nrole:      write\nprefixes:  every destination\nactions:   every action\n") {
+		t.Errorf("whoami over the socket: exit %d\n%s", code, out)
 	}
 }

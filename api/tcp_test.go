@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/api"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -30,9 +32,9 @@ const (
 	writeSecret = "write-secret-0123456789"
 )
 
-var testTokens = []Token{
-	{Name: "grafana", Role: RoleRead, Secret: readSecret},
-	{Name: "fastnetmon", Role: RoleWrite, Secret: writeSecret},
+var testTokens = []api.Token{
+	{Name: "grafana", Role: api.RoleRead, Secret: readSecret},
+	{Name: "fastnetmon", Role: api.RoleWrite, Secret: writeSecret},
 }
 
 type tcpServer struct {
@@ -42,7 +44,7 @@ type tcpServer struct {
 }
 
 // startTCP serves a Server over fakes on a real TCP listener on 127.0.0.1.
-func startTCP(t *testing.T, c TCPConfig) *tcpServer {
+func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,7 +54,7 @@ func startTCP(t *testing.T, c TCPConfig) *tcpServer {
 	l.Close()
 	rules := newFakeRules()
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
-	srv := New(log, rules, newFakeRIB(), WithMaxBodyBytes(4096))
+	srv := api.New(log, rules, newFakeRIB(), api.WithMaxBodyBytes(4096))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTCP(ctx, c) }()
@@ -115,21 +117,21 @@ func (ts *tcpServer) do(t *testing.T, token, method, path, body string) (int, []
 // Over TCP: no token is 401, an unknown token is 401, a read token cannot
 // write (403), a write token can, and its name is the actor recorded.
 func TestTCPAuth(t *testing.T) {
-	ts := startTCP(t, TCPConfig{Tokens: testTokens})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens})
 	add := `{"text": "` + ruleDiscard + `"}`
 
 	status, body, hdr := ts.do(t, "", "GET", "/v1/rules", "")
-	wantError(t, status, body, 401, CodeUnauthorized)
+	wantError(t, status, body, 401, api.CodeUnauthorized)
 	if !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("401 without a Bearer challenge: %v", hdr)
 	}
 	status, body, _ = ts.do(t, "not-a-token-at-all", "GET", "/v1/rules", "")
-	wantError(t, status, body, 401, CodeUnauthorized)
+	wantError(t, status, body, 401, api.CodeUnauthorized)
 	status, body, _ = ts.do(t, "", "POST", "/v1/rules", add)
-	wantError(t, status, body, 401, CodeUnauthorized)
+	wantError(t, status, body, 401, api.CodeUnauthorized)
 
 	status, body, _ = ts.do(t, readSecret, "POST", "/v1/rules", add)
-	e := wantError(t, status, body, 403, CodeForbidden)
+	e := wantError(t, status, body, 403, api.CodeForbidden)
 	if !strings.Contains(e.Message, "grafana") || !strings.Contains(e.Message, "write") {
 		t.Errorf("403 message should name the token and the role needed: %q", e.Message)
 	}
@@ -144,7 +146,7 @@ func TestTCPAuth(t *testing.T) {
 	if status != 201 {
 		t.Fatalf("write token POST: %d %s", status, body)
 	}
-	r := decode[Rule](t, body)
+	r := decode[api.Rule](t, body)
 	if r.Actor != "fastnetmon" {
 		t.Errorf("actor = %q, want the token's name", r.Actor)
 	}
@@ -165,18 +167,18 @@ func TestTCPAuth(t *testing.T) {
 // Body limits, JSON errors and batch atomicity hold over TCP as on the
 // socket.
 func TestTCPLimitsAndBatch(t *testing.T) {
-	ts := startTCP(t, TCPConfig{Tokens: testTokens})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens})
 	big := `{"text": "` + strings.Repeat("x", 5000) + `"}`
 	status, body, _ := ts.do(t, writeSecret, "POST", "/v1/rules", big)
-	wantError(t, status, body, 413, CodeBodyTooLarge)
+	wantError(t, status, body, 413, api.CodeBodyTooLarge)
 
 	// An unauthenticated big body is refused as unauthenticated, unread.
 	status, body, _ = ts.do(t, "", "POST", "/v1/rules", big)
-	wantError(t, status, body, 401, CodeUnauthorized)
+	wantError(t, status, body, 401, api.CodeUnauthorized)
 
 	batch := `{"rules": [{"text": "` + ruleDiscard + `"}, {"text": "match destination 10.0.0.0/8 then bogus"}]}`
 	status, body, _ = ts.do(t, writeSecret, "POST", "/v1/rules/batch", batch)
-	e := wantError(t, status, body, 400, CodeInvalidRule)
+	e := wantError(t, status, body, 400, api.CodeInvalidRule)
 	if e.Field != "rules[1].text" {
 		t.Errorf("field = %q, want rules[1].text", e.Field)
 	}
@@ -187,7 +189,7 @@ func TestTCPLimitsAndBatch(t *testing.T) {
 	if status != 200 || ts.rules.count() != 2 {
 		t.Fatalf("batch: %d %s; %d rules stored", status, body, ts.rules.count())
 	}
-	for _, r := range decode[ruleList](t, body).Rules {
+	for _, r := range decode[api.RuleList](t, body).Rules {
 		if r.Actor != "fastnetmon" {
 			t.Errorf("batch rule actor = %q", r.Actor)
 		}
@@ -197,43 +199,43 @@ func TestTCPLimitsAndBatch(t *testing.T) {
 // Without tokens a loopback listener serves everyone as actor "tcp"; a
 // non-loopback one refuses to start.
 func TestTCPNoTokens(t *testing.T) {
-	ts := startTCP(t, TCPConfig{})
+	ts := startTCP(t, api.TCPConfig{})
 	status, body, _ := ts.do(t, "", "POST", "/v1/rules", `{"text": "`+ruleDiscard+`"}`)
-	if status != 201 || decode[Rule](t, body).Actor != "tcp" {
+	if status != 201 || decode[api.Rule](t, body).Actor != "tcp" {
 		t.Fatalf("loopback without tokens: %d %s", status, body)
 	}
 
 	for _, addr := range []string{"0.0.0.0:8080", ":8080", "[::]:8080", "192.0.2.1:8080", "example.com:80"} {
-		err := CheckTCP(TCPConfig{Addr: addr})
-		if !errors.Is(err, ErrNoTokens) {
+		err := api.CheckTCP(api.TCPConfig{Addr: addr})
+		if !errors.Is(err, api.ErrNoTokens) {
 			t.Errorf("CheckTCP(%s) without tokens = %v, want ErrNoTokens", addr, err)
 		}
-		srv := New(nil, newFakeRules(), newFakeRIB())
-		if err := srv.ServeTCP(context.Background(), TCPConfig{Addr: addr}); !errors.Is(err, ErrNoTokens) {
+		srv := api.New(nil, newFakeRules(), newFakeRIB())
+		if err := srv.ServeTCP(context.Background(), api.TCPConfig{Addr: addr}); !errors.Is(err, api.ErrNoTokens) {
 			t.Errorf("ServeTCP(%s) without tokens = %v, want ErrNoTokens", addr, err)
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:8080", "[::1]:8080", "localhost:8080", "127.0.0.53:1"} {
-		if err := CheckTCP(TCPConfig{Addr: addr}); err != nil {
+		if err := api.CheckTCP(api.TCPConfig{Addr: addr}); err != nil {
 			t.Errorf("CheckTCP(%s) = %v, want nil", addr, err)
 		}
 	}
-	if err := CheckTCP(TCPConfig{Addr: "0.0.0.0:8080", Tokens: testTokens}); err != nil {
+	if err := api.CheckTCP(api.TCPConfig{Addr: "0.0.0.0:8080", Tokens: testTokens}); err != nil {
 		t.Errorf("non-loopback with tokens: %v", err)
 	}
 }
 
 func TestTokenValidation(t *testing.T) {
 	for _, c := range []struct {
-		tokens []Token
+		tokens []api.Token
 		want   string
 	}{
-		{[]Token{{Role: RoleRead, Secret: readSecret}}, "no name"},
-		{[]Token{{Name: "a", Role: "admin", Secret: readSecret}}, "role"},
-		{[]Token{{Name: "a", Role: RoleRead, Secret: "short"}}, "shorter"},
-		{[]Token{{Name: "a", Role: RoleRead, Secret: readSecret}, {Name: "a", Role: RoleWrite, Secret: writeSecret}}, "twice"},
+		{[]api.Token{{Role: api.RoleRead, Secret: readSecret}}, "no name"},
+		{[]api.Token{{Name: "a", Role: "admin", Secret: readSecret}}, "role"},
+		{[]api.Token{{Name: "a", Role: api.RoleRead, Secret: "short"}}, "shorter"},
+		{[]api.Token{{Name: "a", Role: api.RoleRead, Secret: readSecret}, {Name: "a", Role: api.RoleWrite, Secret: writeSecret}}, "twice"},
 	} {
-		err := CheckTCP(TCPConfig{Addr: "127.0.0.1:1", Tokens: c.tokens})
+		err := api.CheckTCP(api.TCPConfig{Addr: "127.0.0.1:1", Tokens: c.tokens})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("tokens %+v: error %v, want one containing %q", c.tokens, err, c.want)
 		}
@@ -279,9 +281,9 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 // With a certificate the listener speaks HTTPS only, and auth still holds.
 func TestTCPTLS(t *testing.T) {
 	cert, key := selfSigned(t, t.TempDir())
-	ts := startTCP(t, TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens, CertFile: cert, KeyFile: key})
 	status, body, _ := ts.do(t, "", "GET", "/v1/rules", "")
-	wantError(t, status, body, 401, CodeUnauthorized)
+	wantError(t, status, body, 401, api.CodeUnauthorized)
 	if status, body, _ = ts.do(t, readSecret, "GET", "/v1/rules", ""); status != 200 {
 		t.Fatalf("HTTPS GET: %d %s", status, body)
 	}
@@ -295,10 +297,10 @@ func TestTCPTLS(t *testing.T) {
 			t.Fatalf("plain HTTP answered 200 on the TLS listener: %s", b)
 		}
 	}
-	if err := CheckTCP(TCPConfig{Addr: "127.0.0.1:1", CertFile: cert}); err == nil {
+	if err := api.CheckTCP(api.TCPConfig{Addr: "127.0.0.1:1", CertFile: cert}); err == nil {
 		t.Error("a certificate without a key was accepted")
 	}
-	if err := CheckTCP(TCPConfig{Addr: "127.0.0.1:1", CertFile: key, KeyFile: cert}); err == nil {
+	if err := api.CheckTCP(api.TCPConfig{Addr: "127.0.0.1:1", CertFile: key, KeyFile: cert}); err == nil {
 		t.Error("swapped certificate and key were accepted")
 	}
 }
@@ -306,21 +308,21 @@ func TestTCPTLS(t *testing.T) {
 // POST /v1/rules/withdraw withdraws by match, whatever the action in the
 // text, and is idempotent.
 func TestWithdrawByMatch(t *testing.T) {
-	ts := startTCP(t, TCPConfig{Tokens: testTokens})
+	ts := startTCP(t, api.TCPConfig{Tokens: testTokens})
 	status, body, _ := ts.do(t, writeSecret, "POST", "/v1/rules", `{"text": "`+ruleDiscard+`", "ttl": "10m"}`)
 	if status != 201 {
 		t.Fatalf("add: %d %s", status, body)
 	}
-	id := decode[Rule](t, body).ID
+	id := decode[api.Rule](t, body).ID
 	status, body, _ = ts.do(t, readSecret, "POST", "/v1/rules/withdraw", `{"text": "`+ruleLimit+`"}`)
-	wantError(t, status, body, 403, CodeForbidden)
+	wantError(t, status, body, 403, api.CodeForbidden)
 	for i := range 2 {
 		status, body, _ = ts.do(t, writeSecret, "POST", "/v1/rules/withdraw", `{"text": "`+ruleLimit+`"}`)
 		if status != 200 {
 			t.Fatalf("withdraw %d: %d %s", i, status, body)
 		}
-		got := decode[ruleList](t, body).Rules
-		if i == 0 && (len(got) != 1 || got[0].ID != id || got[0].State != StateWithdrawing) {
+		got := decode[api.RuleList](t, body).Rules
+		if i == 0 && (len(got) != 1 || got[0].ID != id || got[0].State != api.StateWithdrawing) {
 			t.Errorf("first withdraw = %+v", got)
 		}
 		if i == 1 && len(got) != 0 {
@@ -328,5 +330,5 @@ func TestWithdrawByMatch(t *testing.T) {
 		}
 	}
 	status, body, _ = ts.do(t, writeSecret, "POST", "/v1/rules/withdraw", `{"text": "match destinaton 1.2.3.4/32 then discard"}`)
-	wantError(t, status, body, 400, CodeInvalidRule)
+	wantError(t, status, body, 400, api.CodeInvalidRule)
 }

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
 
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -110,7 +112,7 @@ func TestUnknownSitesRefused(t *testing.T) {
 		t.Fatalf("unknown site: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	status, body := ts.do(t, "POST", "/v1/rules/batch", `{"rules":[{"text":"`+ruleOther+`"},{"text":"`+ruleDiscard+`","sites":["nowhere"]}]}`)
-	if e := wantError(t, status, body, 400, CodeInvalidInput); e.Field != "rules[1].sites" {
+	if e := wantError(t, status, body, 400, api.CodeInvalidInput); e.Field != "rules[1].sites" {
 		t.Errorf("batch: field %q", e.Field)
 	}
 	if all, _ := st.List(t.Context(), ""); len(all) != 0 {
@@ -150,7 +152,7 @@ func TestStaticRuleRefused(t *testing.T) {
 			body = `{"rules":[{"text":"` + ruleLimit + `"}]}`
 		}
 		status, resp := ts.do(t, req[0], req[1], body)
-		if e := wantError(t, status, resp, 409, CodeDeclared); !strings.Contains(e.Message, "configuration of site default") || !strings.Contains(e.Message, "reload") {
+		if e := wantError(t, status, resp, 409, api.CodeDeclared); !strings.Contains(e.Message, "configuration of site default") || !strings.Contains(e.Message, "reload") {
 			t.Errorf("%s %s: %s", req[0], req[1], e.Message)
 		}
 	}

@@ -62,7 +62,7 @@ func (r AddRuleRequest) MarshalJSON() ([]byte, error) {
 		w.Reason = &r.Reason
 	}
 	if len(r.Sites) > 0 || clear("sites") {
-		sites := nonNil(r.Sites)
+		sites := NonNil(r.Sites)
 		w.Sites = &sites
 	}
 	return json.Marshal(w)
@@ -159,7 +159,7 @@ type Peer struct {
 	Hint string `json:"hint,omitempty"`
 }
 
-type ruleList struct {
+type RuleList struct {
 	// Order is the order of Rules in a list (GET /v1/rules): id,
 	// precedence or expires.
 	Order string `json:"order,omitempty"`
@@ -169,15 +169,15 @@ type ruleList struct {
 	Next int64 `json:"next,omitempty"`
 }
 
-type eventList struct {
+type EventList struct {
 	Events []Event `json:"events"`
 }
 
-type pathList struct {
+type PathList struct {
 	Paths []Path `json:"paths"`
 }
 
-type peerList struct {
+type PeerList struct {
 	Peers []Peer `json:"peers"`
 }
 
@@ -264,4 +264,13 @@ func eventFromStore(e store.Event) Event {
 		Old:    e.Old,
 		New:    e.New,
 	}
+}
+
+// NonNil returns s, or an empty slice for nil: JSON lists print as [],
+// never null.
+func NonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

@@ -33,11 +33,14 @@ func (s *Server) withdrawMatch(w http.ResponseWriter, r *http.Request) (int, any
 	if err != nil {
 		return 0, nil, ruleTextError("text", err)
 	}
+	if id := scopeOf(r.Context()); !id.sees(rule.Match) {
+		return 0, nil, id.outside(rule.Match, "text", "the rule", false)
+	}
 	active, err := s.rules.List(r.Context(), store.Active)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := ruleList{Rules: []Rule{}}
+	out := RuleList{Rules: []Rule{}}
 	for _, sr := range active {
 		if sr.Rule.Match != rule.Match || sr.WithdrawRequested {
 			continue

@@ -4,8 +4,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // minTokenLen is the shortest bearer token accepted: shorter ones can be
@@ -43,6 +46,7 @@ func (v *validator) apiListener(f *file, c *Config) {
 		if tok.Role != "read" && tok.Role != "write" {
 			v.add(key("role"), "%q is not a role: use \"read\" or \"write\"", t.Role)
 		}
+		v.tokenScope(key, t.Prefixes, t.Actions, t.MaxActiveRules, &tok)
 		sources := 0
 		for _, s := range []string{t.Token, t.TokenEnv, t.TokenFile} {
 			if s != "" {
@@ -92,6 +96,62 @@ func (v *validator) apiListener(f *file, c *Config) {
 	}
 	if len(a.Tokens) == 0 && !loopbackHost(host) {
 		v.add("api.listen", "%s is not a loopback address and no [[api.token]] is set: refusing an unauthenticated API on the network", a.Listen)
+	}
+}
+
+// tokenScope validates the scope of a token (prefixes, actions,
+// max_active_rules) into tok.
+func (v *validator) tokenScope(key func(string) string, prefixes, actions []string, maxActive *int64, tok *Token) {
+	if prefixes != nil && len(prefixes) == 0 {
+		v.add(key("prefixes"), "an empty list lets the token act on no destination: list prefixes such as \"192.0.2.0/24\", or remove prefixes for every destination")
+	}
+	for i, s := range prefixes {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			if a, aerr := netip.ParseAddr(strings.TrimSpace(s)); aerr == nil {
+				p, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		switch {
+		case err != nil:
+			v.add(key("prefixes"), "entry %d, %q, is not a prefix such as 192.0.2.0/24 or 2001:db8::/32", i+1, s)
+		case p.Addr().Zone() != "":
+			v.add(key("prefixes"), "entry %d, %q, has a zone: write the prefix without %%%s", i+1, s, p.Addr().Zone())
+		case p.Addr().Is4In6():
+			v.add(key("prefixes"), "entry %d, %s, is an IPv4-mapped IPv6 prefix: write it as IPv4 (%s)", i+1, p, netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96))
+		case p.Masked() != p:
+			v.add(key("prefixes"), "entry %d, %s, has host bits set: write %s", i+1, p, p.Masked())
+		default:
+			tok.Prefixes = append(tok.Prefixes, p)
+		}
+	}
+	if actions != nil && len(actions) == 0 {
+		v.add(key("actions"), "an empty list allows no action: list some of %s, or remove actions for every action", strings.Join(flowspec.ActionNames(), ", "))
+	}
+	for i, a := range actions {
+		name, ok := flowspec.CanonicalActionName(a)
+		if !ok {
+			v.add(key("actions"), "entry %d, %q, is not an action: use %s (\"blackhole\" is rtbh)", i+1, a, strings.Join(flowspec.ActionNames(), ", "))
+			continue
+		}
+		if !slices.Contains(tok.Actions, name) {
+			tok.Actions = append(tok.Actions, name)
+		}
+	}
+	if maxActive != nil {
+		if *maxActive < 0 || *maxActive > 1<<31 {
+			v.add(key("max_active_rules"), "%d is not a count: use a positive number, or remove it for no cap", *maxActive)
+		} else {
+			tok.MaxActiveRules = int(*maxActive)
+		}
+	}
+	if tok.Role == "read" {
+		if actions != nil {
+			v.add(key("actions"), "a read token adds no rules: remove actions, or give the token role \"write\"")
+		}
+		if maxActive != nil {
+			v.add(key("max_active_rules"), "a read token adds no rules: remove max_active_rules, or give the token role \"write\"")
+		}
 	}
 }
 

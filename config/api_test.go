@@ -2,8 +2,10 @@ package config
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -40,9 +42,9 @@ token = "inline-secret-0123456789"
 	if a.Listen != "0.0.0.0:8443" || a.TLSCert == "" || a.TLSKey == "" || len(a.Tokens) != 3 {
 		t.Fatalf("api = %+v", a)
 	}
-	want := []Token{{"fastnetmon", "write", "env-secret-0123456789"}, {"grafana", "read", "file-secret-0123456789"}, {"noc", "write", "inline-secret-0123456789"}}
+	want := []Token{{Name: "fastnetmon", Role: "write", Secret: "env-secret-0123456789"}, {Name: "grafana", Role: "read", Secret: "file-secret-0123456789"}, {Name: "noc", Role: "write", Secret: "inline-secret-0123456789"}}
 	for i, w := range want {
-		if a.Tokens[i] != w {
+		if !reflect.DeepEqual(a.Tokens[i], w) || a.Tokens[i].Scoped() {
 			t.Errorf("token %d = %+v, want %+v", i, a.Tokens[i], w)
 		}
 	}
@@ -57,6 +59,9 @@ token = "inline-secret-0123456789"
 func TestAPIErrors(t *testing.T) {
 	tok := func(extra string) string {
 		return "[[api.token]]\nname = \"x\"\nrole = \"read\"\n" + extra + "\n"
+	}
+	wtok := func(extra string) string {
+		return "[[api.token]]\nname = \"x\"\nrole = \"write\"\ntoken = \"0123456789abcdef\"\n" + extra + "\n"
 	}
 	for _, c := range []struct {
 		name, body, key, msg string
@@ -77,6 +82,16 @@ func TestAPIErrors(t *testing.T) {
 		{"no name", "listen = \"127.0.0.1:1\"\n[[api.token]]\nrole = \"read\"\ntoken = \"0123456789abcdef\"", "api.token.0.name", "missing"},
 		{"duplicate name", "listen = \"127.0.0.1:1\"\n" + tok(`token = "0123456789abcdef"`) + tok(`token = "0123456789abcdeg"`), "api.token.1.name", "twice"},
 		{"unknown key", "listen = \"127.0.0.1:1\"\n" + tok("secret = \"0123456789abcdef\""), "api.token.secret", "unknown key"},
+		{"bad prefix", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["192.0.2.0/24", "192.0.2"]`), "api.token.0.prefixes", `entry 2, "192.0.2", is not a prefix`},
+		{"host bits", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["192.0.2.1/24"]`), "api.token.0.prefixes", "write 192.0.2.0/24"},
+		{"v6 host bits", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["2001:db8::1/32"]`), "api.token.0.prefixes", "write 2001:db8::/32"},
+		{"mapped v4", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["::ffff:192.0.2.0/120"]`), "api.token.0.prefixes", "write it as IPv4 (192.0.2.0/24)"},
+		{"empty prefixes", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = []`), "api.token.0.prefixes", "remove prefixes for every destination"},
+		{"bad action", "listen = \"127.0.0.1:1\"\n" + wtok(`actions = ["discard", "drop"]`), "api.token.0.actions", `"drop", is not an action: use discard, rate-limit`},
+		{"empty actions", "listen = \"127.0.0.1:1\"\n" + wtok(`actions = []`), "api.token.0.actions", "allows no action"},
+		{"negative quota", "listen = \"127.0.0.1:1\"\n" + wtok(`max_active_rules = -1`), "api.token.0.max_active_rules", "not a count"},
+		{"read token with actions", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nactions = [\"discard\"]"), "api.token.0.actions", "read token adds no rules"},
+		{"read token with quota", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nmax_active_rules = 5"), "api.token.0.max_active_rules", "read token adds no rules"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("bad.toml", []byte(minimal+"[api]\n"+c.body+"\n"))
@@ -94,5 +109,39 @@ func TestAPIErrors(t *testing.T) {
 			}
 			t.Errorf("errors %v lack key %s with %q", err, c.key, c.msg)
 		})
+	}
+}
+
+// A scoped token: prefixes (IPv4 and IPv6, an address is its host
+// prefix), actions as rule text names them ("blackhole" is rtbh), and a
+// quota of its own rules.
+func TestScopedToken(t *testing.T) {
+	cfg, err := Parse("ok.toml", []byte(minimal+`
+[api]
+listen = "127.0.0.1:8443"
+[[api.token]]
+name = "cust-a"
+role = "write"
+token = "inline-secret-0123456789"
+prefixes = ["192.0.2.0/24", "2001:db8:a::/48", "198.51.100.7"]
+actions = ["discard", "Rate-Limit", "blackhole", "rtbh"]
+max_active_rules = 50
+[[api.token]]
+name = "cust-a-view"
+role = "read"
+token = "inline-secret-9876543210"
+prefixes = ["192.0.2.0/24"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Token{Name: "cust-a", Role: "write", Secret: "inline-secret-0123456789",
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:a::/48"), netip.MustParsePrefix("198.51.100.7/32")},
+		Actions:  []string{"discard", "rate-limit", "rtbh"}, MaxActiveRules: 50}
+	if got := cfg.API.Tokens[0]; !reflect.DeepEqual(got, want) || !got.Scoped() {
+		t.Errorf("token = %+v\nwant %+v", got, want)
+	}
+	if got := cfg.API.Tokens[1]; len(got.Prefixes) != 1 || !got.Scoped() || got.Actions != nil {
+		t.Errorf("read token = %+v", got)
 	}
 }

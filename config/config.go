@@ -35,6 +35,8 @@ type Config struct {
 	Reconcile        Reconcile
 	// Rules are the static rules ([[rule]]), in file order.
 	Rules []StaticRule
+
+	lines map[string]int // where each key is written (Problem)
 }
 
 // Log selects log format and level.
@@ -141,6 +143,21 @@ type Token struct {
 	Name   string
 	Role   string // read or write
 	Secret string
+	// Prefixes, if any, scope the token: it adds, sees and withdraws only
+	// rules whose destination lies wholly inside one of them (a FlowSpec
+	// rule without a destination is refused for it). Masked, IPv4 or IPv6.
+	Prefixes []netip.Prefix
+	// Actions, if any, are the only actions its rules may use, named as
+	// flowspec.ActionNames spells them ("discard", "rate-limit", "rtbh"...).
+	Actions []string
+	// MaxActiveRules caps the active rules the token created or last
+	// changed (0: no cap); the [guardrails] apply on top.
+	MaxActiveRules int
+}
+
+// Scoped reports whether t is limited beyond its role.
+func (t Token) Scoped() bool {
+	return len(t.Prefixes) > 0 || len(t.Actions) > 0 || t.MaxActiveRules > 0
 }
 
 // Reconcile tunes the reconciliation loop.

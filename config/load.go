@@ -103,6 +103,10 @@ type file struct {
 			Token     string `toml:"token"`
 			TokenEnv  string `toml:"token_env"`
 			TokenFile string `toml:"token_file"`
+			// Scope (all optional): see Token.
+			Prefixes       []string `toml:"prefixes"`
+			Actions        []string `toml:"actions"`
+			MaxActiveRules *int64   `toml:"max_active_rules"`
 		} `toml:"token"`
 	} `toml:"api"`
 	Reconcile struct {
@@ -142,7 +146,18 @@ func Parse(name string, data []byte) (*Config, error) {
 	if len(v.errs) > 0 {
 		return nil, v.errs
 	}
+	cfg.lines = v.lines
 	return cfg, nil
+}
+
+// Problem is a problem with the value of key that a check outside this
+// package found (e.g. a static rule a guardrail refuses), located in the
+// file like Load's own errors: "rule.0.text" is rule[1].text, with its
+// line.
+func (c *Config) Problem(key, format string, args ...any) *Error {
+	v := validator{file: c.File, lines: c.lines}
+	v.add(key, format, args...)
+	return v.errs[0]
 }
 
 type validator struct {

@@ -113,8 +113,8 @@ func TestRTBHDefaults(t *testing.T) {
 	if cfg.RTBH.NextHopIPv4 != DefaultNextHopIPv4 || cfg.RTBH.NextHopIPv6 != DefaultNextHopIPv6 {
 		t.Errorf("rtbh defaults: %+v", cfg.RTBH)
 	}
-	if g := cfg.Guardrails; g.Lengths(flowspec.IPv4Unicast) != (Range{Min: 32, Max: 32}) || g.Lengths(flowspec.IPv6Unicast) != (Range{Min: 128, Max: 128}) {
-		t.Errorf("default blackhole lengths: %v %v", g.Lengths(flowspec.IPv4Unicast), g.Lengths(flowspec.IPv6Unicast))
+	if g := cfg.Guardrails; len(g.PrefixLengths) != 0 {
+		t.Errorf("prefix lengths without [guardrails] prefix_lengths: %v (the defaults are guard.DefaultPrefixLengths)", g.PrefixLengths)
 	}
 }
 

@@ -30,12 +30,9 @@ type staticRuleFile struct {
 const maxStaticReason = 512
 
 // staticRules validates the [[rule]] entries: rule text, one entry per
-// match, site names, the reason, and the guardrails that look at the rule
-// itself (safelist, prefix lengths). Static rules are permanent by
-// design: require_ttl and max_ttl do not apply to them.
+// match, site names and the reason. The guardrails are package guard's
+// (guard.CheckStatic; report with Config.Problem).
 func (v *validator) staticRules(rules []staticRuleFile, c *Config) {
-	g := c.Guardrails
-	g.RequireTTL, g.MaxTTL = false, 0
 	seen := map[flowspec.Match]int{}
 	for i, f := range rules {
 		key := func(k string) string { return "rule." + strconv.Itoa(i) + "." + k }
@@ -58,9 +55,6 @@ func (v *validator) staticRules(rules []staticRuleFile, c *Config) {
 			continue
 		}
 		seen[r.Match] = i
-		if viol := g.CheckRule(GuardInput{Rule: r}); viol != nil {
-			v.add(key("text"), "%s", viol.Error())
-		}
 		for j, s := range f.Sites {
 			if s == "" || strings.TrimSpace(s) != s || len(s) > 128 || !printable(s) {
 				v.add(key("sites"), "site %d (%q) is not a site name: printable, no surrounding spaces, at most 128 bytes", j+1, s)

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/cli"
+
 	gobgpapi "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -77,7 +79,7 @@ func ruleRequests(from, to int, ttl string) []api.AddRuleRequest {
 
 // addRules writes rules [from, to) through the batch endpoint, batch rules
 // per request.
-func addRules(b testing.TB, c *api.Client, from, to, batch int, ttl string) {
+func addRules(b testing.TB, c *cli.Client, from, to, batch int, ttl string) {
 	b.Helper()
 	for i := from; i < to; i += batch {
 		reqs := ruleRequests(i, min(i+batch, to), ttl)
@@ -224,7 +226,7 @@ type benchDaemon struct {
 	socket string
 	cmd    *exec.Cmd
 	log    *os.File
-	client *api.Client
+	client *cli.Client
 }
 
 // startBenchPair starts BIRD and ribkeeper (SQLite, log level info as in
@@ -282,7 +284,7 @@ path = %[6]q
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	d.client = api.NewClient(d.socket, 60*time.Second)
+	d.client = cli.NewClient(d.socket, 60*time.Second)
 	d.start()
 	b.Cleanup(d.stop)
 	d.waitSocket()

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/cli"
+
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"github.com/ribkeeper/ribkeeper/e2e/rawbgp"
@@ -116,7 +118,7 @@ func announceGR(t *testing.T, d *daemon, bird *birdtest.Router) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := api.NewClient(d.socket, 0).AddRules(ctx, reqs); err != nil {
+	if _, err := cli.NewClient(d.socket, 0).AddRules(ctx, reqs); err != nil {
 		t.Fatalf("add %d rules: %v", len(reqs), err)
 	}
 	waitFull(t, bird)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/cli"
+
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"github.com/ribkeeper/ribkeeper/e2e/rawbgp"
@@ -272,7 +274,7 @@ func (e *hostileEnv) announce(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := api.NewClient(e.d.socket, 0).AddRules(ctx, reqs); err != nil {
+	if _, err := cli.NewClient(e.d.socket, 0).AddRules(ctx, reqs); err != nil {
 		t.Fatalf("add %d rules: %v", len(reqs), err)
 	}
 	e.waitBirdFull(t)

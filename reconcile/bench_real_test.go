@@ -27,7 +27,7 @@ func realBench(b *testing.B, n int, cfg Config) (*Reconciler, *store.Store, *bgp
 	}
 	b.Cleanup(sp.Stop)
 	r := New(hclog.NewNullLogger(), st, sp, cfg)
-	r.runPass(ctx, true)
+	r.runPass(ctx, true, nil)
 	deadline := time.Now().Add(2 * time.Minute)
 	for sp.Len() < n {
 		if time.Now().After(deadline) {
@@ -37,7 +37,7 @@ func realBench(b *testing.B, n int, cfg Config) (*Reconciler, *store.Store, *bgp
 	}
 	// Settle: passes until one finds nothing to do (statuses written).
 	for i := 0; ; i++ {
-		r.runPass(ctx, false)
+		r.runPass(ctx, false, nil)
 		if res := r.LastPass(); !res.Changed() && res.Pending == 0 && res.Errors == 0 && res.Adopted == n {
 			break
 		}
@@ -59,7 +59,7 @@ func BenchmarkConvergedPass100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		r.runPass(ctx, false)
+		r.runPass(ctx, false, nil)
 	}
 	if res := r.LastPass(); !res.Skipped || res.Changed() || res.Adopted != 100_000 {
 		b.Fatalf("converged pass = %+v", res)
@@ -84,7 +84,7 @@ func BenchmarkFullPass100k(b *testing.B) {
 		}
 		read += snap.took
 		b.StartTimer()
-		r.runPassWith(ctx, false, snap)
+		r.runPass(ctx, false, snap)
 	}
 	b.ReportMetric(float64(read.Milliseconds())/float64(b.N), "read-ms")
 	if res := r.LastPass(); !res.Full || res.Incremental {
@@ -112,7 +112,7 @@ func BenchmarkOneChangePass100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		r.runPass(ctx, false)
+		r.runPass(ctx, false, nil)
 		b.StopTimer()
 		for a, _ := sp.Lookup(rule.Match); a != rule.Action; a, _ = sp.Lookup(rule.Match) {
 			time.Sleep(time.Millisecond)

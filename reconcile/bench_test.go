@@ -53,13 +53,13 @@ func BenchmarkPassConverged(b *testing.B) {
 			}
 			r := New(hclog.NewNullLogger(), st, sp, Config{})
 			ctx := context.Background()
-			r.runPass(ctx, false)
+			r.runPass(ctx, false, nil)
 			if res := r.LastPass(); res.Added != n {
 				b.Fatalf("first pass = %+v", res)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				r.runPass(ctx, false)
+				r.runPass(ctx, false, nil)
 			}
 			if res := r.LastPass(); res.Changed() || res.Adopted != n {
 				b.Fatalf("converged pass = %+v", res)
@@ -81,7 +81,7 @@ func BenchmarkPassInitial(b *testing.B) {
 		}
 		r := New(hclog.NewNullLogger(), st, sp, Config{})
 		b.StartTimer()
-		r.runPass(context.Background(), false)
+		r.runPass(context.Background(), false, nil)
 		if res := r.LastPass(); res.Added != n {
 			b.Fatalf("pass = %+v", res)
 		}

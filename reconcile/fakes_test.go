@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -69,16 +70,6 @@ func (s *fakeStore) ChangedSince(ctx context.Context, rev int64) (store.Delta, e
 	return d, nil
 }
 
-func (s *fakeStore) RevisionSettle() time.Duration { return 0 }
-
-// plainStore hides a store's DeltaReader: the reconciler reads every row on
-// every pass.
-type plainStore struct{ Desired }
-
-// plainSpeaker hides a speaker's DirtyTracker: every pass compares every
-// path.
-type plainSpeaker struct{ Speaker }
-
 func (s *fakeStore) notify() {
 	select {
 	case s.changes <- struct{}{}:
@@ -101,6 +92,20 @@ func (s *fakeStore) ActiveRules(ctx context.Context) ([]store.Rule, error) {
 		}
 	}
 	return out, nil
+}
+
+// FinishMany finishes every item, as store.Store does (one write).
+func (s *fakeStore) FinishMany(ctx context.Context, items []store.FinishItem) ([]error, error) {
+	errs := make([]error, len(items))
+	for i, it := range items {
+		errs[i] = s.Finish(ctx, it.ID, it.State)
+	}
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return errs, err
+		}
+	}
+	return errs, nil
 }
 
 func (s *fakeStore) Finish(ctx context.Context, id int64, state store.State) error {
@@ -208,6 +213,12 @@ func (s *fakeStore) desired(now time.Time) map[flowspec.Match]flowspec.Action {
 	return out
 }
 
+// funcClock is a clock that reads a test's variable; its timers are real.
+type funcClock func() time.Time
+
+func (f funcClock) Now() time.Time      { return f() }
+func (funcClock) NewTimer() clock.Timer { return clock.Real{}.NewTimer() }
+
 // fakeSpeaker is a small stateful speaker: its RIB is a map that Announce and
 // Withdraw change (then signal), with injectable errors and a mirror that
 // can be held back.
@@ -222,13 +233,41 @@ type fakeSpeaker struct {
 	// holdWithdraw keeps withdrawn paths in the mirror until release.
 	holdWithdraw bool
 	held         []flowspec.Match
-	// dirty and dirtyAll are the DirtyTracker's record of changes.
+	// dirty and dirtyAll are DrainDirty's record of changes, gen counts
+	// them.
 	dirty    map[flowspec.Match]struct{}
 	dirtyAll bool
+	gen      uint64
+	// epoch is Epoch; peers is EstablishedPeers (1 unless a test sets it).
+	epoch uint64
+	peers int
 }
 
 // mark records a change to m. Called with mu held.
-func (s *fakeSpeaker) mark(m flowspec.Match) { s.dirty[m] = struct{}{} }
+func (s *fakeSpeaker) mark(m flowspec.Match) {
+	s.dirty[m] = struct{}{}
+	s.gen++
+}
+
+func (s *fakeSpeaker) Generation() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+func (s *fakeSpeaker) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.epoch
+}
+
+func (s *fakeSpeaker) PeerReestablished() uint64 { return 0 }
+
+func (s *fakeSpeaker) EstablishedPeers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peers
+}
 
 func (s *fakeSpeaker) DrainDirty(fn func(flowspec.Match)) (uint64, bool) {
 	s.mu.Lock()
@@ -239,13 +278,13 @@ func (s *fakeSpeaker) DrainDirty(fn func(flowspec.Match)) (uint64, bool) {
 	if s.dirtyAll {
 		s.dirtyAll = false
 		clear(s.dirty)
-		return 0, false
+		return s.gen, false
 	}
 	for m := range s.dirty {
 		fn(m)
 	}
 	clear(s.dirty)
-	return 0, true
+	return s.gen, true
 }
 
 func (s *fakeSpeaker) Path(m flowspec.Match) (flowspec.Action, bool, bool) {
@@ -270,11 +309,12 @@ func (s *fakeSpeaker) overflow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dirtyAll = true
+	s.gen++
 }
 
 func newFakeSpeaker() *fakeSpeaker {
 	return &fakeSpeaker{rib: make(map[flowspec.Match]flowspec.Action), ready: true, changes: make(chan struct{}, 1),
-		dirty: make(map[flowspec.Match]struct{}), dirtyAll: true}
+		dirty: make(map[flowspec.Match]struct{}), dirtyAll: true, peers: 1}
 }
 
 func (s *fakeSpeaker) notify() {
@@ -425,8 +465,11 @@ func startLoop(t *testing.T, r *Reconciler) {
 }
 
 // eventually polls cond until it holds or the timeout passes.
+// eventually waits until cond holds, polling it; timeout is only when to
+// give up (never less than 30 s: a loaded machine is slow, not wrong).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = max(timeout, 30*time.Second)
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {

@@ -145,8 +145,10 @@ func TestGoBGPLifecycle(t *testing.T) {
 		g, err := st.Get(ctx, exp.ID)
 		return err == nil && g.State == store.Expired
 	})
-	if late := time.Since(expires); late > 2*time.Second {
-		t.Errorf("expiry took %v", late)
+	// How late expiry is, is not timed here (a loaded machine): exactness
+	// is TestExpiryUsesTimer's, on an injected clock.
+	if g, _ := st.Get(ctx, exp.ID); time.Now().Before(expires) || g.ExpiresAt.IsZero() {
+		t.Errorf("rule expired before its ExpiresAt %v", expires)
 	}
 	rib := ribOf(sp)
 	if _, ok := rib[exp.Rule.Match]; ok || len(rib) != 1 || rib[keep.Rule.Match] != keep.Rule.Action {
@@ -171,17 +173,25 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 		t.Helper()
 		var res PassResult
 		eventually(t, 10*time.Second, what, func() bool {
-			r.runPass(ctx, false)
+			r.runPass(ctx, false, nil)
 			res = r.LastPass()
 			return !res.Changed() && res.Pending == 0 && res.Errors == 0
 		})
 		return res
 	}
-	r.runPass(ctx, true)
+	r.runPass(ctx, true, nil)
 	settle("initial convergence")
-	if res := settle("a quiet pass"); !res.Skipped || res.Adopted != n {
-		t.Fatalf("nothing changed, pass = %+v", res)
-	}
+	// Once the mirror's events for what was announced have all arrived
+	// (they come from GoBGP's goroutines, later on a loaded machine), a
+	// pass with nothing changed skips the comparison.
+	eventually(t, 30*time.Second, "a skipped pass", func() bool {
+		r.runPass(ctx, false, nil)
+		res := r.LastPass()
+		if res.Changed() {
+			t.Fatalf("nothing changed, yet the pass changed something: %+v", res)
+		}
+		return res.Skipped && res.Adopted == n
+	})
 	if !maps.Equal(ribOf(sp), desiredOf(t, st)) {
 		t.Fatal("RIB differs from desired state")
 	}
@@ -191,7 +201,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	if _, _, err := st.Upsert(ctx, store.Input{Rule: rule, Actor: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	r.runPass(ctx, false)
+	r.runPass(ctx, false, nil)
 	if res := r.LastPass(); res.Skipped || res.Updated != 1 || res.Full {
 		t.Fatalf("after a store change: %+v", res)
 	}
@@ -217,7 +227,7 @@ func TestGoBGPSkipAndRestart(t *testing.T) {
 	if !maps.Equal(ribOf(sp), desiredOf(t, st)) {
 		t.Fatal("the restarted speaker does not hold the desired table")
 	}
-	r.runPass(ctx, false)
+	r.runPass(ctx, false, nil)
 	if res := r.LastPass(); res.Added != 0 || res.Adopted != n || res.Pending != 0 {
 		t.Fatalf("first pass after restart = %+v, want all %d adopted", res, n)
 	}

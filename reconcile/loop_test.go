@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -21,7 +22,7 @@ func newTest(t *testing.T, cfg Config) (*Reconciler, *fakeStore, *fakeSpeaker) {
 
 func pass(t *testing.T, r *Reconciler) PassResult {
 	t.Helper()
-	r.runPass(context.Background(), false)
+	r.runPass(context.Background(), false, nil)
 	return r.LastPass()
 }
 
@@ -89,9 +90,16 @@ func TestSecondPassChangesNothing(t *testing.T) {
 	if second.Changed() || second.Adopted != 20 || second.Pending != 0 || second.Errors != 0 || second.Err != "" {
 		t.Errorf("second pass = %+v, want 20 adopted and nothing else", second)
 	}
-	if sp.callCount() != calls || st.writeCount() != writes {
-		t.Errorf("second pass made %d speaker calls and %d store writes, want none",
+	// The second pass observes the paths the first one announced: one
+	// status batch (announced), no speaker call. A third writes nothing.
+	if sp.callCount() != calls || st.writeCount() != writes+1 {
+		t.Errorf("second pass made %d speaker calls and %d store writes, want 0 and 1",
 			sp.callCount()-calls, st.writeCount()-writes)
+	}
+	pass(t, r)
+	if sp.callCount() != calls || st.writeCount() != writes+1 {
+		t.Errorf("third pass made %d speaker calls and %d store writes, want none",
+			sp.callCount()-calls, st.writeCount()-writes-1)
 	}
 }
 
@@ -101,8 +109,12 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 		st.add(testRule(t, i, discard()), time.Time{})
 	}
 	pass(t, r)
+	if w := st.writeCount(); w != 0 {
+		t.Errorf("first pass wrote status %d times, want none (nothing observed yet)", w)
+	}
+	pass(t, r)
 	if w := st.writeCount(); w != 1 {
-		t.Errorf("first pass wrote status %d times, want one batch", w)
+		t.Errorf("the pass that observed the paths wrote status %d times, want one batch", w)
 	}
 	for range 3 {
 		pass(t, r)
@@ -131,7 +143,7 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 func TestStoreReadFailureWithdrawsNothing(t *testing.T) {
 	r, st, sp := newTest(t, Config{})
 	now := time.Now()
-	r.now = func() time.Time { return now }
+	r.clock = funcClock(func() time.Time { return now })
 	forever := st.add(testRule(t, 1, discard()), time.Time{})
 	soon := st.add(testRule(t, 2, discard()), now.Add(time.Minute))
 	pass(t, r)
@@ -265,9 +277,12 @@ func TestTerminalErrorRecordedNotRetried(t *testing.T) {
 		return s.LastError == "NLRI too long" && !s.Announced
 	})
 	eventually(t, 5*time.Second, "other rules announced", func() bool { return len(sp.snapshot()) == 4 })
+	// More passes, each waited for (the loop is triggered and the test
+	// sees a pass that started after the trigger).
 	for range 5 {
+		before := r.LastPass().Started
 		r.Trigger()
-		time.Sleep(5 * time.Millisecond)
+		eventually(t, 30*time.Second, "a pass after the trigger", func() bool { return r.LastPass().Started.After(before) })
 	}
 	if n := tries.Load(); n != 1 {
 		t.Errorf("terminal rule tried %d times, want 1", n)
@@ -293,31 +308,32 @@ func TestInvalidRuleRecordedAndHeld(t *testing.T) {
 }
 
 func TestExpiryUsesTimer(t *testing.T) {
-	r, st, sp := newTest(t, Config{ResyncInterval: time.Hour})
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(start)
+	st, sp := newFakeStore(), newFakeSpeaker()
+	r := New(testLogger(t), st, sp, Config{ResyncInterval: time.Hour, Clock: fc})
 	keep := st.add(testRule(t, 1, discard()), time.Time{})
-	expires := time.Now().Add(time.Second)
+	expires := start.Add(time.Second)
 	m := testRule(t, 2, discard()).Match
 	id := st.add(testRule(t, 2, discard()), expires)
 	startLoop(t, r)
-	eventually(t, 900*time.Millisecond, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
-	for {
-		_, present := sp.snapshot()[m]
-		now := time.Now()
-		if !present {
-			if now.Before(expires) {
-				t.Fatalf("path withdrawn %v before expiry", expires.Sub(now))
-			}
-			if late := now.Sub(expires); late > 500*time.Millisecond {
-				t.Fatalf("path withdrawn %v after expiry", late)
-			}
-			break
-		}
-		if now.Sub(expires) > 500*time.Millisecond {
-			t.Fatal("path still announced 500ms after expiry")
-		}
-		time.Sleep(time.Millisecond)
+	eventually(t, 30*time.Second, "rule announced", func() bool { _, ok := sp.snapshot()[m]; return ok })
+	// The loop arms its expiry timer for the rule's ExpiresAt: nothing
+	// else would wake it (no store or RIB change, resync in an hour).
+	eventually(t, 30*time.Second, "expiry timer armed", func() bool {
+		at, ok := fc.Next()
+		return ok && at.Equal(expires)
+	})
+	fc.Set(expires.Add(-time.Nanosecond))
+	if _, ok := sp.snapshot()[m]; !ok {
+		t.Fatal("path withdrawn before expiry")
 	}
-	eventually(t, time.Second, "rule finished as expired", func() bool { return st.get(id).State == store.Expired })
+	fc.Set(expires)
+	eventually(t, 30*time.Second, "path withdrawn at expiry", func() bool { _, ok := sp.snapshot()[m]; return !ok })
+	eventually(t, 30*time.Second, "rule finished as expired", func() bool { return st.get(id).State == store.Expired })
+	if now := fc.Now(); !now.Equal(expires) {
+		t.Fatalf("clock moved to %v; the withdrawal must come from the timer at %v", now, expires)
+	}
 	if _, ok := sp.snapshot()[st.get(keep).Rule.Match]; !ok {
 		t.Error("rule without expiry withdrawn")
 	}
@@ -526,6 +542,8 @@ func TestOrphanCapZeroIsUnlimited(t *testing.T) {
 func TestStormPacedExpiryNot(t *testing.T) {
 	const n, rate = 2000, 1000 // a batch is 1000 (1 s at 1k/s)
 	r, st, sp := newTest(t, Config{AnnounceRate: rate})
+	now := time.Now()
+	r.clock = funcClock(func() time.Time { return now })
 	ids := make([]int64, 0, n)
 	for i := range n {
 		ids = append(ids, st.add(testRule(t, i, discard()), time.Now().Add(time.Hour)))
@@ -542,12 +560,11 @@ func TestStormPacedExpiryNot(t *testing.T) {
 	if res.Withdrawn+res.Finished != 1 {
 		t.Fatalf("withdrawal during the storm = %+v", res)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sp.snapshot()) < n-1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("storm never ended: %d of %d", len(sp.snapshot()), n-1)
+	for i := 0; len(sp.snapshot()) < n-1; i++ {
+		if i > 1000 {
+			t.Fatalf("storm never ended: %d of %d after 50 s of clock", len(sp.snapshot()), n-1)
 		}
-		time.Sleep(50 * time.Millisecond)
+		now = now.Add(50 * time.Millisecond) // the bucket refills by the clock
 		sp.release()
 		pass(t, r)
 	}
@@ -576,8 +593,13 @@ func TestStormUnpacedWithoutPeers(t *testing.T) {
 	st, fs := newFakeStore(), newFakeSpeaker()
 	sp := &peeredSpeaker{fakeSpeaker: fs}
 	r := New(testLogger(t), st, sp, Config{AnnounceRate: rate})
+	// The bucket refills by the reconciler's clock, which moves only when
+	// the test says: how long a pass takes on a loaded machine is no
+	// part of what is checked.
+	now := time.Now()
+	r.clock = funcClock(func() time.Time { return now })
 	for i := range n {
-		st.add(testRule(t, i, discard()), time.Now().Add(time.Hour))
+		st.add(testRule(t, i, discard()), now.Add(time.Hour))
 	}
 	if res := pass(t, r); res.Added != n || res.Pending != 0 {
 		t.Fatalf("pass into an empty RIB without peers = %+v, want all %d added", res, n)
@@ -598,18 +620,22 @@ func TestStormUnpacedWithoutPeers(t *testing.T) {
 		t.Fatalf("pass into an emptied RIB with a peer = %+v, want a paced batch of %d", res, rate)
 	}
 	res = pass(t, r)
-	if res.Added > rate/4 || res.Added+res.Pending != n-rate {
-		t.Fatalf("pass right after a paced batch = %+v, want only what the bucket refilled since", res)
+	if res.Added != 0 || res.Pending != n-rate {
+		t.Fatalf("pass right after a paced batch, no time passed = %+v, want nothing added", res)
 	}
-	if wait := time.Until(r.pace.next); wait < 500*time.Millisecond {
-		t.Fatalf("next paced batch in %v, want about a second", wait)
+	if wait := r.work.pace.next.Sub(now); wait != time.Second {
+		t.Fatalf("next paced batch in %v, want 1s (a batch's worth at %d/s)", wait, rate)
+	}
+	now = now.Add(250 * time.Millisecond)
+	if res := pass(t, r); res.Added != rate/4 || res.Added+res.Pending != n-rate {
+		t.Fatalf("pass 250ms after a paced batch = %+v, want the %d the bucket refilled", res, rate/4)
 	}
 	// The session goes away: the queue is dropped and the next pass, due
 	// at once, announces the rest.
 	sp.up.Store(0)
 	pass(t, r)
-	if next := r.pace.next; next.IsZero() || time.Until(next) > 0 {
-		t.Fatalf("next pass due at %v after the queue was dropped, want at once", next)
+	if next := r.work.pace.next; !next.Equal(now) {
+		t.Fatalf("next pass due at %v after the queue was dropped, want at once (%v)", next, now)
 	}
 	if res := pass(t, r); res.Pending != 0 || len(fs.snapshot()) != n {
 		t.Fatalf("pass after the session went down = %+v, RIB %d of %d", res, len(fs.snapshot()), n)
@@ -659,7 +685,7 @@ func TestLoadedAfterFirstCompletePass(t *testing.T) {
 func TestEarlyAnnouncement(t *testing.T) {
 	r, st, sp := newTest(t, Config{})
 	now := time.Now()
-	r.now = func() time.Time { return now }
+	r.clock = funcClock(func() time.Time { return now })
 	inRIB := func(m flowspec.Match) bool { _, ok := sp.snapshot()[m]; return ok }
 
 	committed := testRule(t, 1, discard())

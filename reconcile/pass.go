@@ -3,8 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +13,10 @@ import (
 )
 
 // runPass runs one pass, records and logs its result, and returns when the
-// loop must wake up next for expiry and for retries (zero: no need).
-func (r *Reconciler) runPass(ctx context.Context, full bool) (nextExpiry, nextRetry time.Time) {
-	return r.runPassWith(ctx, full, nil)
-}
-
-// runPassWith is runPass with a complete read made off the loop (nil:
-// none); a pass with one is a full pass.
-func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot) (nextExpiry, nextRetry time.Time) {
+// loop must wake up next for expiry and for retries (zero: no need). snap
+// is a complete read made off the loop (nil: none); a pass with one is a
+// full pass.
+func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (nextExpiry, nextRetry time.Time) {
 	now := r.now()
 	res := PassResult{Started: now, DryRun: r.cfg.DryRun, Full: full || snap != nil}
 	nextExpiry = r.pass(ctx, now, full, snap, &res)
@@ -52,25 +46,65 @@ func (r *Reconciler) runPassWith(ctx context.Context, full bool, snap *snapshot)
 }
 
 // pass does one reconcile and fills res. It returns the nearest future
-// expiry among desired rules.
+// expiry among desired rules. It is the named parts in turn:
 //
-// A pass compares either every Match (a full comparison: one walk over
-// the cached rows by Match with a lookup in the mirror each, walk.go)
-// or only the dirty ones (see incremental.go). Both give the same plan for
-// the Matches they look at, and a dirty-only pass looks at every Match
-// whose plan could differ from the previous pass's.
+//	observe   the source reads what changed in the store, the mirror says
+//	          which paths changed, expiry says which rules came due
+//	compare   the planner compares them (every Match, or the dirty ones)
+//	schedule  the work queue keeps what must wait and paces storms
+//	apply     the speaker calls, then the store's final states
+//	report    the status reporter writes what the pass observed
 func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) time.Time {
 	storeErr := false
-	r.failLogged = 0
-	r.changeLogged, r.changeInfo = [3]int{}, [3]int{}
+	r.logs.begin()
 	defer func() {
 		r.storeDone(storeErr, now)
-		if n := r.failLogged - maxFailLogs; n > 0 {
-			r.log.Warn("more rules failed; not logged one by one", "count", n)
-		}
-		r.logChangesSummary()
-		r.trimScratch()
+		r.logs.end(r.log)
+		r.trim()
 	}()
+
+	ob, proceed := r.observe(ctx, now, full, snap, res)
+	storeErr = !ob.storeOK
+	if !proceed {
+		return ob.nextExpiry
+	}
+	var st statusBatch
+	p, empty, ok := r.compare(now, res, &st)
+	if !ok {
+		return ob.nextExpiry
+	}
+	adds := r.schedule(p, empty, now, res)
+	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &st)
+	storeErr = storeErr || finishErr
+	if !ok {
+		return ob.nextExpiry
+	}
+	if r.report(ctx, &st, ob.storeOK, res) {
+		storeErr = true
+	}
+	if ob.storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
+		r.work.idle() && r.nextRetry(now).IsZero() {
+		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, ob.gen, ob.nextExpiry, *res
+	}
+	return ob.nextExpiry
+}
+
+// observation is what observe found out for the rest of the pass.
+type observation struct {
+	// storeOK is false when desired state could not be read: the pass
+	// works from the last rows read, withdraws no orphans and writes
+	// nothing to the store.
+	storeOK    bool
+	gen        uint64    // the mirror's generation, read before the comparison
+	nextExpiry time.Time // the nearest future ExpiresAt
+}
+
+// observe brings the source up to date and collects the Matches to compare:
+// the rows read, the mirror's dirty Matches, the rules due to expire and the
+// early announcements whose grace ended. proceed is false when the pass
+// must stop here: nothing could be read, or nothing changed since a pass
+// that found nothing to do (then res repeats that pass's counts).
+func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) (ob observation, proceed bool) {
 	if !full && r.rereadWanted && (r.rereadAt.IsZero() || now.Sub(r.rereadAt) >= rereadAfterStoreError) {
 		// The store failed since the last complete read: read every row
 		// once it is back (at most every rereadAfterStoreError while it
@@ -84,7 +118,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	// up, or failed) are compared again: orphans now, unless desired.
 	if expired := r.early.expire(now); len(expired) > 0 {
 		for _, m := range expired {
-			r.markDirty(m)
+			r.plan.markDirty(m)
 		}
 		r.quiet.ok = false
 	}
@@ -93,30 +127,28 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.rereadAt = now
 	}
 
-	// Desired state. Unknown is not empty: on a read error, keep working
-	// from the last rows read (they still expire on time) but withdraw no
-	// orphans and write nothing to the store.
-	storeOK := true
-	changed, all, err := r.cache.read(ctx, r.d, now, full, snap, r.markDirty, r.forget)
+	// Unknown is not empty: on a read error, keep working from the last
+	// rows read (they still expire on time) but withdraw no orphans and
+	// write nothing to the store.
+	ob.storeOK = true
+	changed, all, err := r.src.read(ctx, r.d, now, full, snap, r.plan.markDirty)
 	switch {
 	case err == nil:
 		if all {
-			r.fullDiff = true
+			r.plan.fullDiff = true
 		}
 		if full {
 			r.rereadWanted = false
 		}
-	case !r.cache.ok:
-		storeErr = true
-		r.rereadWanted = true
+	case !r.src.ok:
+		ob.storeOK, r.rereadWanted = false, true
 		res.Errors++
 		res.Err = "desired state unreadable: " + err.Error()
 		res.partial = true
 		r.log.Warn("cannot read desired state; doing nothing", "err", err)
-		return time.Time{}
+		return ob, false
 	default:
-		storeErr, storeOK = true, false
-		r.rereadWanted = true
+		ob.storeOK, r.rereadWanted = false, true
 		res.Errors++
 		res.Err = "desired state unreadable, working from the last rows read: " + err.Error()
 		res.partial = true
@@ -124,151 +156,85 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	}
 
 	// Nothing changed since a pass that found nothing to do: the same plan
-	// would come out, so skip the walk (see quiet).
-	gen, hasGen := r.generation()
-	if !full && !changed && storeOK && hasGen && r.quiet.ok && r.quiet.gen == gen &&
+	// would come out, so skip the comparison (see quiet).
+	ob.gen = r.s.Generation()
+	if !full && !changed && ob.storeOK && r.quiet.ok && r.quiet.gen == ob.gen &&
 		(r.quiet.nextExpiry.IsZero() || now.Before(r.quiet.nextExpiry)) && r.nextRetry(now).IsZero() {
 		started := res.Started
 		*res = r.quiet.res
 		res.Started, res.Skipped, res.Full = started, true, false
-		return r.quiet.nextExpiry
+		ob.nextExpiry = r.quiet.nextExpiry
+		return ob, false
 	}
 	r.quiet.ok = false
 
-	// What may have changed: the mirror's dirty Matches and the rules due
-	// to expire now (the rows read are marked by read).
-	tracker, tracked := r.s.(DirtyTracker)
-	if tracked {
-		if _, complete := tracker.DrainDirty(r.markDirty); !complete {
-			r.fullDiff = true
-		}
-	} else {
-		r.fullDiff = true
+	if _, complete := r.s.DrainDirty(r.plan.markDirty); !complete {
+		r.plan.fullDiff = true
 	}
-	r.cache.due(now, r.markDirty)
-	nextExpiry := r.cache.nextExpiry()
-
+	r.src.due(now, r.plan.markDirty)
+	ob.nextExpiry = r.src.nextExpiry()
 	if r.checkRestart() {
-		r.fullDiff = true
+		r.plan.fullDiff = true
 		r.restarted = true
 	}
+	return ob, true
+}
 
-	// Actual state. Not initialised is not empty: do nothing blindly; the
-	// speaker's Changes wakes us once the mirror is ready.
-	var (
-		st    statusBatch
-		p     Plan
-		look  lookFunc
-		empty bool
-	)
-	// adopt takes a desired path found in the RIB as wanted.
-	adopt := func(it Item, rw *row) {
-		if rw == nil {
-			rw = r.cache.byID[it.ID]
-		}
-		if rw != nil {
-			if rw.flags&rowAdopted == 0 {
-				rw.flags |= rowAdopted
-				r.cache.adopted++
-			}
-			// Seen in the RIB as it asks (drift counts, see announce).
-			rw.flags |= rowSeen
-		}
-		if len(r.attempts) > 0 {
-			delete(r.attempts, it.Match)
-		}
-		// flush writes only what differs from the row's status: do not
-		// grow the batch by 100,000 unchanged statuses on a full
-		// comparison.
-		if rw == nil || rw.status() != (ruleStatus{announced: true}) {
-			st.set(it.ID, true, "")
-		}
-	}
-	fullDiff := r.fullDiff
-	if fullDiff {
-		var (
-			paths = r.s.Paths
-			size  func() int
-			gen   func() uint64
-		)
-		if tracked {
-			look, size = tracker.Path, tracker.Len
-			if g, ok := r.s.(Generationer); ok {
-				gen = g.Generation
-			}
-		} else {
-			clear(r.actual)
-			if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { r.actual[m] = a }) {
-				res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
-				r.log.Debug("RIB mirror not initialised; waiting")
-				return nextExpiry
-			}
-			look = func(m flowspec.Match) (flowspec.Action, bool, bool) {
-				a, in := r.actual[m]
-				return a, in, true
-			}
-			paths = func(fn func(flowspec.Match, flowspec.Action)) bool {
-				for m, a := range r.actual {
-					fn(m, a)
-				}
-				return true
-			}
-		}
-		var ok bool
-		if p, ok = r.fullWalk(now, look, paths, size, gen, adopt); !ok {
-			res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
-			r.log.Debug("RIB mirror not initialised; waiting")
-			return nextExpiry
-		}
-		if tracked {
-			empty = tracker.Len() == 0
-		} else {
-			empty = len(r.actual) == 0
-		}
+// compare runs the planner over every Match or over the dirty ones, and
+// reports to st what it observed: adopted paths, invalid and shadowed
+// rules. empty says the mirror holds no path. ok is false while the mirror
+// is not initialised: not initialised is not empty, and nothing is done
+// blindly (the speaker's Changes wakes the loop once it is ready).
+func (r *Reconciler) compare(now time.Time, res *PassResult, st *statusBatch) (p Plan, empty, ok bool) {
+	adopt := func(it Item, rw *row) { r.adopt(it, rw, st) }
+	full := r.plan.fullDiff
+	if full {
+		p, ok = r.plan.full(now, r.s.Path, r.s.Paths, r.s.Len, r.s.Generation, adopt)
 	} else {
-		desired, actual, ok := r.dirtyState(tracker, now)
-		if !ok {
-			r.fullDiff = true
-			res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
-			r.log.Debug("RIB mirror not initialised; waiting")
-			return nextExpiry
+		for m := range r.work.expects {
+			r.plan.markDirty(m)
 		}
-		res.Incremental = true
-		empty = tracker.Len() == 0
-		look = func(m flowspec.Match) (flowspec.Action, bool, bool) {
-			a, in := actual[m]
-			return a, in, true
-		}
-		p = r.plan(r.v, desired, actual)
-		for _, it := range p.Adopt {
-			adopt(it, nil)
-		}
-		p.Adopt = nil
+		p, ok = r.plan.dirtyOnly(now, r.s.Path, adopt)
+		res.Incremental = ok
 	}
-	restarted := r.restarted
-	r.restarted = false
-	v := &r.v
+	if !ok {
+		r.plan.fullDiff = true
+		res.Err, res.partial = joinErr(res.Err, "RIB mirror not initialised"), true
+		r.log.Debug("RIB mirror not initialised; waiting")
+		return Plan{}, false, false
+	}
+	p.limit(&r.early, r.cfg.MaxWithdrawPerPass)
+	r.reportInvalid(full, st)
+	res.Adopted = r.src.adopted
+	return p, r.s.Len() == 0, true
+}
 
-	for m, e := range r.expects {
-		a, present, _ := look(m)
-		if e.met(a, present) || !now.Before(e.deadline) {
-			delete(r.expects, m)
+// adopt takes a desired path found in the RIB as wanted: observed
+// announced, the status's one source of "announced".
+func (r *Reconciler) adopt(it Item, rw *row, st *statusBatch) {
+	if rw == nil {
+		rw = r.src.byID[it.ID]
+	}
+	if rw != nil {
+		if rw.flags&rowAdopted == 0 {
+			rw.flags |= rowAdopted
+			r.src.adopted++
 		}
+		// Seen in the RIB as it asks (drift counts, see announced).
+		rw.flags |= rowSeen
 	}
-
-	r.prune(p)
-	res.Orphans = len(p.Withdraw)
-	budget := r.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, r.peersUp(), len(p.Add)+len(r.queue), now)
-	// Not paced any more: the queued additions are compared again by the
-	// next pass (marked dirty below, after this pass's dirty set is
-	// cleared), which is due at once.
-	var dropped []flowspec.Match
-	if budget < 0 && len(r.queue) > 0 {
-		dropped = r.queue
-		r.queue, r.queued = nil, nil
-		r.pace.next = now
+	r.work.done(it.Match)
+	// flush writes only what differs from the row's status: do not grow
+	// the batch by 100,000 unchanged statuses on a full comparison.
+	if rw == nil || rw.status() != (ruleStatus{announced: true}) {
+		st.set(it.ID, true, "")
 	}
+}
 
+// reportInvalid reports the invalid and shadowed rules of the Matches just
+// compared: every Match after a full comparison, the dirty ones otherwise.
+func (r *Reconciler) reportInvalid(full bool, st *statusBatch) {
+	v := &r.plan.v
 	statuses := func(m flowspec.Match) {
 		for _, bad := range v.invalid[m] {
 			st.set(bad.id, false, bad.err.Error())
@@ -277,25 +243,44 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 			st.set(s.id, false, s.err())
 		}
 	}
-	if fullDiff {
-		for m := range v.invalid {
+	if !full {
+		for m := range r.plan.dirty {
 			statuses(m)
 		}
-		for m := range v.shadowed {
-			statuses(m)
-		}
-	} else {
-		for m := range r.dirty {
-			statuses(m)
-		}
+		return
 	}
-	res.Adopted = r.cache.adopted
+	for m := range v.invalid {
+		statuses(m)
+	}
+	for m := range v.shadowed {
+		statuses(m)
+	}
+}
 
-	// Every Match this plan changes (or cannot change yet) is compared
-	// again by the next pass: what settles it may not mark it dirty (a
-	// backoff expiring, the store coming back, the orphan cap).
-	clear(r.dirty)
-	r.fullDiff = false
+// schedule hands the plan to the work queue. It settles the expectations
+// the mirror now shows, forgets what no longer applies, has the next pass
+// compare every Match this plan changes (or cannot change yet: what
+// settles them — a backoff expiring, the store coming back, the orphan cap
+// — may not mark them dirty), and paces the additions of a storm: it
+// returns the additions that go to the speaker now.
+func (r *Reconciler) schedule(p Plan, empty bool, now time.Time, res *PassResult) (adds []Item) {
+	restarted := r.restarted
+	r.restarted = false
+	r.work.observe(r.s.Path, now)
+	r.work.prune(p, r.plan.wanted)
+	res.Orphans = len(p.Withdraw)
+
+	q := &r.work
+	budget := q.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, r.peersUp(), len(p.Add)+len(q.queue), now)
+	// Not paced any more: the queued additions are compared again by the
+	// next pass, which is due at once.
+	var dropped []flowspec.Match
+	if budget < 0 && len(q.queue) > 0 {
+		dropped = q.unpace(now)
+	}
+
+	clear(r.plan.dirty)
+	r.plan.fullDiff = false
 	// Paced additions wait in the storm queue instead (storm.go).
 	carry := [][]Item{p.Add, p.Update, p.Withdraw, p.Retire, p.Finish}
 	if budget >= 0 {
@@ -303,13 +288,34 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	}
 	for _, items := range carry {
 		for _, it := range items {
-			r.dirty[it.Match] = struct{}{}
+			r.plan.markDirty(it.Match)
 		}
 	}
 	for _, m := range dropped {
-		r.dirty[m] = struct{}{}
+		r.plan.markDirty(m)
 	}
+	if budget < 0 {
+		return p.Add
+	}
+	q.enqueue(p.Add)
+	present := func(m flowspec.Match) (bool, bool) {
+		_, in, ok := r.s.Path(m)
+		return in, ok
+	}
+	adds, _ = q.dequeue(budget, r.plan.wantOf, present, make([]Item, 0, min(budget, len(q.queue))))
+	for _, it := range adds {
+		r.plan.markDirty(it.Match)
+	}
+	res.Pending += len(q.queue)
+	return adds
+}
 
+// apply makes the plan's changes: retiring rules first, then make before
+// break — additions and updates, then orphans (see storm.go for the order)
+// — and, once the speaker calls are done, the retiring rules whose path
+// the mirror shows gone become final. ok is false when ctx ended; storeErr
+// reports a final state the store could not write.
+func (r *Reconciler) apply(ctx context.Context, p Plan, adds []Item, storeOK bool, now time.Time, res *PassResult, st *statusBatch) (ok, storeErr bool) {
 	// Rules whose path the mirror already shows gone become final (store
 	// writes) while this pass talks to the speaker: the two touch
 	// different rules, and an expiry wave no longer holds the loop for
@@ -322,34 +328,13 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		go func() { finDone <- r.finish(ctx, items) }()
 	}
 
-	// Retiring rules first, then make before break: everything desired,
-	// then orphans (see storm.go for the order and the pacing).
-	r.withdrawAll(ctx, p.Retire, "retire", v, now, res, &st)
-	adds := p.Add
-	if budget >= 0 {
-		r.enqueue(p.Add)
-		present := func(m flowspec.Match) (bool, bool) {
-			_, in := r.actual[m]
-			return in, true
-		}
-		if tracked {
-			present = func(m flowspec.Match) (bool, bool) {
-				_, in, ok := tracker.Path(m)
-				return in, ok
-			}
-		}
-		adds, _ = r.dequeue(budget, present, make([]Item, 0, min(budget, len(r.queue))))
-		for _, it := range adds {
-			r.dirty[it.Match] = struct{}{}
-		}
-		res.Pending += len(r.queue)
-	}
-	r.announceAll(ctx, adds, "add", now, res, &st)
-	r.pace.spent(len(adds), len(r.queue), r.cfg.AnnounceRate, r.now())
-	if len(r.queue) == 0 {
+	r.withdrawAll(ctx, p.Retire, "retire", now, res, st)
+	r.announceAll(ctx, adds, "add", now, res, st)
+	r.work.pace.spent(len(adds), len(r.work.queue), r.cfg.AnnounceRate, r.now())
+	if len(r.work.queue) == 0 {
 		r.reannouncing = false
 	}
-	r.announceAll(ctx, p.Update, "update", now, res, &st)
+	r.announceAll(ctx, p.Update, "update", now, res, st)
 	switch {
 	case !storeOK || len(p.Withdraw) == 0:
 	case p.Capped:
@@ -358,66 +343,89 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		r.log.Warn("too many orphan paths; withdrawing none of them",
 			"orphans", len(p.Withdraw), "max_withdraw_per_pass", r.cfg.MaxWithdrawPerPass)
 	default:
-		r.withdrawAll(ctx, p.Withdraw, "orphan", v, now, res, &st)
+		r.withdrawAll(ctx, p.Withdraw, "orphan", now, res, st)
 	}
 	if ctx.Err() != nil {
 		res.Err, res.partial = joinErr(res.Err, "interrupted: "+ctx.Err().Error()), true
-		return nextExpiry
+		return false, false
 	}
-
-	// A retiring rule becomes final only now that the mirror shows its
-	// path gone; and only with the store readable, never in a dry run.
-	if storeOK {
-		var errs []error
-		if finDone != nil {
-			errs = <-finDone
-		}
-		for i, it := range p.Finish {
-			delete(r.attempts, it.Match)
-			if r.cfg.DryRun {
-				res.Finished++
-				r.log.Debug("would finish", "rule", it.ID, "state", it.State)
-				continue
-			}
-			if err := errs[i]; err != nil {
-				storeErr = true
-				res.Errors++
-				r.log.Warn("cannot finish rule", "rule", it.ID, "state", it.State, "err", err)
-				continue
-			}
-			res.Finished++
-			if it.State == store.Expired {
-				r.recordExpired(it.ID)
-			}
-			r.logChange(changeFinished, "rule finished", "rule", it.ID, "state", it.State, "family", it.Match.Family())
-		}
+	if finDone == nil {
+		return true, false
 	}
-
-	if !r.cfg.DryRun {
-		unwritten := !storeOK
-		if storeOK {
-			if _, err := st.flush(ctx, r.d, &r.cache, r.now); err != nil {
-				storeErr, unwritten = true, true
-				res.Errors++
-				r.log.Warn("cannot write rule status", "err", err)
-			}
-		}
-		if unwritten {
-			// Compare their Matches again, so that the next pass sets
-			// the statuses that were not written.
-			for id, want := range st.want {
-				if row, ok := r.cache.byID[id]; ok && row.status() != want {
-					r.markDirty(row.Match)
-				}
-			}
-		}
-	}
-	if storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
-		len(r.expects) == 0 && r.nextRetry(now).IsZero() {
-		r.quiet.ok, r.quiet.gen, r.quiet.nextExpiry, r.quiet.res = true, gen, nextExpiry, *res
-	}
-	return nextExpiry
+	return true, r.finished(p.Finish, <-finDone, res)
 }
+
+// finished does the bookkeeping of the final states written for items
+// (errs[i] is items[i]'s outcome); failed reports an error.
+func (r *Reconciler) finished(items []Item, errs []error, res *PassResult) (failed bool) {
+	for i, it := range items {
+		r.work.done(it.Match)
+		if r.cfg.DryRun {
+			res.Finished++
+			r.log.Debug("would finish", "rule", it.ID, "state", it.State)
+			continue
+		}
+		if err := errs[i]; err != nil {
+			failed = true
+			res.Errors++
+			r.log.Warn("cannot finish rule", "rule", it.ID, "state", it.State, "err", err)
+			continue
+		}
+		res.Finished++
+		if it.State == store.Expired {
+			r.recordExpired(it.ID)
+		}
+		r.logs.change(r.log, changeFinished, "rule finished", "rule", it.ID, "state", it.State, "family", it.Match.Family())
+	}
+	return failed
+}
+
+// report writes the statuses the pass observed (the status reporter; in a
+// dry run nothing). When they cannot be written, their Matches are
+// compared again by the next pass, which sets them. storeErr reports a
+// failed write.
+func (r *Reconciler) report(ctx context.Context, st *statusBatch, storeOK bool, res *PassResult) (storeErr bool) {
+	if r.cfg.DryRun {
+		return false
+	}
+	unwritten := !storeOK
+	if storeOK {
+		if _, err := st.flush(ctx, r.d, &r.src, r.now); err != nil {
+			storeErr, unwritten = true, true
+			res.Errors++
+			r.log.Warn("cannot write rule status", "err", err)
+		}
+	}
+	if unwritten {
+		for id, want := range st.want {
+			if row, ok := r.src.byID[id]; ok && row.status() != want {
+				r.plan.markDirty(row.Match)
+			}
+		}
+	}
+	return storeErr
+}
+
+// waiting reports whether the work queue holds the request for m back this
+// pass, counting it as pending when it will go later.
+func (r *Reconciler) waiting(m flowspec.Match, o op, a flowspec.Action, now time.Time, res *PassResult) bool {
+	wait, pending := r.work.waiting(m, o, a, now)
+	if pending {
+		res.Pending++
+	}
+	return wait
+}
+
+// trim gives back the working memory a large pass grew.
+func (r *Reconciler) trim() {
+	r.src.compactRows()
+	r.work.trim()
+	r.plan.trim()
+}
+
+// rereadAfterStoreError bounds how often the loop re-reads every row while
+// the store keeps failing (see observe).
+const rereadAfterStoreError = 10 * time.Second
 
 // bigScratch is the size past which the reconciler's working maps are
 // dropped rather than kept for the next pass: Go maps never shrink, and
@@ -425,73 +433,24 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 // of empty slots (a third of its own memory) until the process ends.
 const bigScratch = 4096
 
-// trimScratch gives back the working maps a large pass grew: the dirty-only
-// comparison's maps always (they are rebuilt by the next pass that needs
-// them), and the expectation and dirty sets once they are empty again.
-func (r *Reconciler) trimScratch() {
-	r.cache.compactRows()
-	if len(r.dw) > bigScratch || len(r.da) > bigScratch {
-		r.dw, r.da = nil, nil
-	}
-	r.expectsPeak = max(r.expectsPeak, len(r.expects))
-	if len(r.expects) == 0 && r.expectsPeak > bigScratch {
-		r.expects, r.expectsPeak = make(map[flowspec.Match]expect), 0
-	}
-	r.dirtyPeak = max(r.dirtyPeak, len(r.dirty))
-	if len(r.dirty) == 0 && r.dirtyPeak > bigScratch {
-		r.dirty, r.dirtyPeak = make(map[flowspec.Match]struct{}), 0
-	}
-}
-
-// finishParallel bounds the Finish calls in flight when the store has no
-// FinishMany: each is its own conditional update, and the store commits
-// concurrent writes together (SQLite's group committer).
-const finishParallel = 32
-
-// BatchFinisher is optionally implemented by a Desired that finishes many
-// rules in few transactions (store.Store does). An expiry burst then costs
-// a commit per 5,000 rules instead of one per rule: with one commit per
-// rule a pass that finishes 25,000 expired rules took 12 s, during which
-// every one of them stayed in the reconciler's view.
-type BatchFinisher interface {
-	// FinishMany finishes each item as Desired.Finish does and returns
-	// each one's error in order; err is set if the writes failed as a
-	// whole (each unwritten item's error is set too).
-	FinishMany(ctx context.Context, items []store.FinishItem) (errs []error, err error)
-}
-
 // finish makes the rules of items final and returns each one's error; in
-// a dry run it does nothing.
+// a dry run it does nothing. The store writes them a chunk per
+// transaction: with one commit per rule a pass that finished 25,000 expired
+// rules took 12 s, during which every one of them stayed in the view.
 func (r *Reconciler) finish(ctx context.Context, items []Item) []error {
-	errs := make([]error, len(items))
-	bf, batch := r.d.(BatchFinisher)
-	switch {
-	case r.cfg.DryRun || len(items) == 0:
-	case len(items) == 1:
-		errs[0] = r.d.Finish(ctx, items[0].ID, items[0].State)
-	case batch:
-		in := make([]store.FinishItem, len(items))
-		for i, it := range items {
-			in[i] = store.FinishItem{ID: it.ID, State: it.State}
+	if r.cfg.DryRun || len(items) == 0 {
+		return make([]error, len(items))
+	}
+	in := make([]store.FinishItem, len(items))
+	for i, it := range items {
+		in[i] = store.FinishItem{ID: it.ID, State: it.State}
+	}
+	errs, _ := r.d.FinishMany(ctx, in) // each item's error says it all
+	if len(errs) != len(items) {
+		errs = make([]error, len(items))
+		for i := range errs {
+			errs[i] = errors.New("reconcile: FinishMany returned a result per item for a different number of items")
 		}
-		if got, _ := bf.FinishMany(ctx, in); len(got) == len(items) { // each item's error says it all
-			errs = got
-		} else {
-			for i := range errs {
-				errs[i] = errors.New("reconcile: FinishMany returned a result per item for a different number of items")
-			}
-		}
-	default:
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, finishParallel)
-		for i, it := range items {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				errs[i] = r.d.Finish(ctx, it.ID, it.State)
-			})
-		}
-		wg.Wait()
 	}
 	return errs
 }
@@ -507,99 +466,6 @@ type quiet struct {
 	gen        uint64
 	nextExpiry time.Time
 	res        PassResult
-}
-
-// generation reads the speaker's mirror generation, if it has one.
-func (r *Reconciler) generation() (uint64, bool) {
-	g, ok := r.s.(Generationer)
-	if !ok {
-		return 0, false
-	}
-	return g.Generation(), true
-}
-
-// plan is Diff plus what Diff cannot know from two maps: the Matches of
-// invalid rules are held (not orphans), every retiring row of a gone Match
-// finishes, and the orphan cap. desired is v.want, or the part of it that
-// a dirty-only pass compares (and actual the same part of the mirror).
-func (r *Reconciler) plan(v view, desired map[flowspec.Match]Want, actual map[flowspec.Match]flowspec.Action) Plan {
-	p := Diff(desired, actual)
-	p.Withdraw = r.early.spare(p.Withdraw)
-	if len(v.hold) > 0 {
-		p.Withdraw = slices.DeleteFunc(p.Withdraw, func(it Item) bool {
-			_, held := v.hold[it.Match]
-			return held
-		})
-	}
-	if len(p.Finish) > 0 {
-		fin := make([]Item, 0, len(p.Finish))
-		for _, it := range p.Finish {
-			fin = append(fin, v.retiring[it.Match]...)
-		}
-		p.Finish = fin
-	}
-	p.Capped = r.cfg.MaxWithdrawPerPass > 0 && len(p.Withdraw) > r.cfg.MaxWithdrawPerPass
-	return p
-}
-
-// prune forgets per-Match state that no longer applies, so that memory
-// follows the desired and actual sets.
-func (r *Reconciler) prune(p Plan) {
-	if len(r.attempts) == 0 {
-		return
-	}
-	var orphans map[flowspec.Match]struct{}
-	if len(p.Withdraw) > 0 {
-		orphans = make(map[flowspec.Match]struct{}, len(p.Withdraw))
-		for _, it := range p.Withdraw {
-			orphans[it.Match] = struct{}{}
-		}
-	}
-	for m := range r.attempts {
-		_, wanted := r.wantOf(m)
-		_, orphan := orphans[m]
-		if !wanted && !orphan {
-			delete(r.attempts, m)
-		}
-	}
-}
-
-// waiting reports whether a request for m must not be made this pass: it
-// failed terminally, it is backing off, or the speaker accepted it and the
-// mirror has not caught up yet.
-func (r *Reconciler) waiting(m flowspec.Match, o op, a flowspec.Action, now time.Time, res *PassResult) bool {
-	if at, ok := r.attempts[m]; ok && at.same(o, a) {
-		if at.terminal {
-			return true
-		}
-		if now.Before(at.next) {
-			res.Pending++
-			return true
-		}
-	}
-	if e, ok := r.expects[m]; ok && e.op == o && (o != opAnnounce || e.action == a) {
-		res.Pending++
-		return true
-	}
-	return false
-}
-
-// failed records a failed request: terminal ones are not retried while the
-// request stays the same; transient ones back off exponentially.
-func (r *Reconciler) failed(m flowspec.Match, o op, a flowspec.Action, err error, now time.Time) (retryIn time.Duration, terminal bool) {
-	at, ok := r.attempts[m]
-	if !ok || !at.same(o, a) {
-		at = &attempt{op: o, action: a}
-		r.attempts[m] = at
-	}
-	at.failures++
-	if IsTerminal(err) {
-		at.terminal = true
-		return 0, true
-	}
-	retryIn = backoff{base: r.cfg.RetryBase, max: r.cfg.RetryMax}.delay(at.failures)
-	at.next = now.Add(retryIn)
-	return retryIn, false
 }
 
 // announceBatch is how many rules one Announce call carries, and
@@ -680,9 +546,9 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 	if err != nil {
 		res.Errors++
 		st.set(it.ID, false, err.Error())
-		retryIn, term := r.failed(it.Match, opAnnounce, it.Action, err, now)
+		retryIn, term := r.work.failed(it.Match, opAnnounce, it.Action, err, now)
 		switch {
-		case !r.logFailure():
+		case !r.logs.failure():
 		case term:
 			r.log.Error("rule rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
 		default:
@@ -691,16 +557,16 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 		return
 	}
 	*count++
-	delete(r.attempts, it.Match)
-	r.expects[it.Match] = expect{op: opAnnounce, action: it.Action, deadline: now.Add(r.cfg.SettleTimeout)}
-	st.set(it.ID, true, "")
+	// The status says announced once the mirror shows the path (adopt):
+	// until then the request is in flight and the status stays as it was.
+	r.work.accepted(it.Match, opAnnounce, it.Action, now)
 	if kind == "add" && r.reannouncing {
 		r.reannounced.Add(1)
 		kind = "reannounce"
 	}
 	// rowSeen: this row's path was seen in the RIB with the Action it
 	// asks for (an Update carries that Action).
-	if rw := r.cache.byID[it.ID]; rw != nil && rw.flags&rowSeen != 0 {
+	if rw := r.src.byID[it.ID]; rw != nil && rw.flags&rowSeen != 0 {
 		switch kind {
 		case "add":
 			r.readded.Add(1)
@@ -711,12 +577,12 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 		}
 	}
 	r.recorder().Announced(it.Match.Family(), kind)
-	r.logChange(changeAnnounced, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+	r.logs.change(r.log, changeAnnounced, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 }
 
 // withdrawAll withdraws items (kind: "retire" or "orphan") in one call to
 // the speaker, then does the bookkeeping of each in order.
-func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string, v *view, now time.Time, res *PassResult, st *statusBatch) {
+func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string, now time.Time, res *PassResult, st *statusBatch) {
 	todo := items[:0:0]
 	for _, it := range items {
 		if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
@@ -738,20 +604,20 @@ func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string,
 	}
 	errs := r.s.Withdraw(ctx, ms)
 	for i, it := range todo {
-		r.withdrawn(it, kind, errs[i], v, now, res, st)
+		r.withdrawn(it, kind, errs[i], now, res, st)
 	}
 }
 
 // withdrawn does the bookkeeping of one withdrawal that returned err.
-func (r *Reconciler) withdrawn(it Item, kind string, err error, v *view, now time.Time, res *PassResult, st *statusBatch) {
+func (r *Reconciler) withdrawn(it Item, kind string, err error, now time.Time, res *PassResult, st *statusBatch) {
 	if err != nil {
 		res.Errors++
-		for _, rr := range v.retiring[it.Match] {
+		for _, rr := range r.plan.v.retiring[it.Match] {
 			st.set(rr.ID, true, err.Error())
 		}
-		retryIn, term := r.failed(it.Match, opWithdraw, flowspec.Action{}, err, now)
+		retryIn, term := r.work.failed(it.Match, opWithdraw, flowspec.Action{}, err, now)
 		switch {
-		case !r.logFailure():
+		case !r.logs.failure():
 		case term:
 			r.log.Error("withdraw rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
 		default:
@@ -760,64 +626,13 @@ func (r *Reconciler) withdrawn(it Item, kind string, err error, v *view, now tim
 		return
 	}
 	res.Withdrawn++
-	delete(r.attempts, it.Match)
 	r.unsee(it.Match)
-	r.expects[it.Match] = expect{op: opWithdraw, deadline: now.Add(r.cfg.SettleTimeout)}
+	r.work.accepted(it.Match, opWithdraw, flowspec.Action{}, now)
 	if kind == "orphan" {
 		r.orphaned.Add(1)
 	}
 	r.recorder().Withdrawn(it.Match.Family(), kind)
-	r.logChange(changeWithdrawn, "rule withdrawn", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
-}
-
-// maxFailLogs bounds the per-rule failure lines of one pass: when the
-// speaker is down every rule fails, and one line per rule per retry would
-// bury everything else.
-const maxFailLogs = 20
-
-// maxChangeLogs bounds the per-rule Info lines of one pass ("rule
-// announced", "rule withdrawn", "rule finished"): a bulk load of 100,000
-// rules logs the first ones, then the rest at Debug and one summary line.
-const maxChangeLogs = 100
-
-// Kinds of rule change logged (index into Reconciler.changeLogged).
-const (
-	changeAnnounced = iota
-	changeWithdrawn
-	changeFinished
-)
-
-// logChange logs one rule change: at Info for the first maxChangeLogs
-// changes of the pass, at Debug after that (the rule text is formatted
-// only if the line is written).
-func (r *Reconciler) logChange(kind int, msg string, args ...any) {
-	r.changeLogged[kind]++
-	if r.changeLogged[0]+r.changeLogged[1]+r.changeLogged[2] <= maxChangeLogs {
-		r.changeInfo[kind]++
-		r.log.Info(msg, args...)
-	} else if r.log.IsDebug() {
-		r.log.Debug(msg, args...)
-	}
-}
-
-// logChangesSummary writes the Info line for the changes of this pass
-// that logChange did not write at Info.
-func (r *Reconciler) logChangesSummary() {
-	c, in := r.changeLogged, r.changeInfo
-	more := c[0] + c[1] + c[2] - in[0] - in[1] - in[2]
-	if more <= 0 {
-		return
-	}
-	r.log.Info(fmt.Sprintf("and %d more rule changes (logged at debug level)", more),
-		"announced", c[changeAnnounced]-in[changeAnnounced],
-		"withdrawn", c[changeWithdrawn]-in[changeWithdrawn],
-		"finished", c[changeFinished]-in[changeFinished])
-}
-
-// logFailure reports whether this pass may log one more rule failure.
-func (r *Reconciler) logFailure() bool {
-	r.failLogged++
-	return r.failLogged <= maxFailLogs
+	r.logs.change(r.log, changeWithdrawn, "rule withdrawn", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
 }
 
 // storeDone updates the backoff for store errors (reads and writes): the
@@ -828,25 +643,17 @@ func (r *Reconciler) storeDone(failed bool, now time.Time) {
 		return
 	}
 	r.storeFail++
-	r.storeNext = now.Add(backoff{base: r.cfg.RetryBase, max: r.cfg.RetryMax}.delay(r.storeFail))
+	r.storeNext = now.Add(r.work.retry.delay(r.storeFail))
 }
 
-// nextRetry is when the loop must wake up for a backoff or an expectation
-// that may time out; zero if nothing waits.
+// nextRetry is when the loop must wake up for the work queue (a backoff,
+// an expectation that may time out, a paced batch), an early announcement's
+// grace or the store's backoff; zero if nothing waits.
 func (r *Reconciler) nextRetry(now time.Time) time.Time {
-	var t time.Time
-	for _, a := range r.attempts {
-		if !a.terminal {
-			t = earliest(t, a.next)
-		}
-	}
-	for _, e := range r.expects {
-		t = earliest(t, e.deadline)
-	}
+	t := r.work.next()
 	if r.storeFail > 0 {
 		t = earliest(t, r.storeNext)
 	}
-	t = earliest(t, r.pace.next)
 	t = earliest(t, r.early.next())
 	if !t.IsZero() && t.Before(now) {
 		t = now
@@ -863,8 +670,8 @@ func joinErr(a, b string) string {
 
 // unsee clears rowSeen on the rows of m: its path was withdrawn.
 func (r *Reconciler) unsee(m flowspec.Match) {
-	r.cache.byMatch[m].each(func(id int64) {
-		if rw := r.cache.byID[id]; rw != nil {
+	r.src.byMatch[m].each(func(id int64) {
+		if rw := r.src.byID[id]; rw != nil {
 			rw.flags &^= rowSeen
 		}
 	})

@@ -2,22 +2,36 @@
 // equal to the desired rules in the store.
 //
 // The loop is level-triggered: store changes, RIB mirror changes, the
-// expiry timer, retry timers, a periodic resync and Trigger only wake it,
-// and every pass re-reads both sides. A pass runs lifecycle (expired and
-// withdrawn rules) → validate → Diff → apply make-before-break (adds and
-// updates before withdrawals) → status write-back.
+// expiry, retry and resync timers (on an injected clock) and Trigger only
+// wake it, and every pass plans from both sides' state, never from event
+// contents. A pass is a short sequence of named parts, each its own type:
+//
+//   - source (source.go): the desired-state source. Its copy of the
+//     active rules is refreshed by a full read or by the rules changed
+//     since a revision, and it says which Matches those touched; expiry is
+//     a heap of ExpiresAt.
+//   - planner (planner.go): the one comparison of desired with actual
+//     state. Plan.put decides what one Match needs; Diff (the pure
+//     specification), the full comparison and the dirty-only comparison
+//     all go through it. view.go is desired state at one instant
+//     (lifecycle and validation).
+//   - workQueue (queue.go, storm.go): per-Match attempts with backoff,
+//     expectations of changes in flight, and storm pacing.
+//   - the applier (pass.go: apply, announceAll, withdrawAll, finish):
+//     retiring rules first, then make before break, then orphans, then
+//     final states.
+//   - statusBatch (status.go): the status reporter, the one writer of a
+//     rule's status for this site. "Announced" is what the mirror showed
+//     a pass (the rule's path with its action); the store clears it when
+//     the rule finishes, which happens only once the mirror shows the path
+//     gone.
 //
 // Unknown is never empty: when desired state cannot be read, the pass works
 // from the last rows it read and withdraws no orphans; when the RIB mirror
 // is not initialised, the pass announces and withdraws nothing.
 //
-// Re-reading is cheap because both sides say what changed: the store by
-// revisions (DeltaReader), the mirror by a set of dirty Matches
-// (DirtyTracker), expiry by a heap of expires_at. A pass then compares only
-// the Matches whose plan may have changed, and gets the plan a comparison
-// of everything would give for them; the periodic resync, the first pass
-// and anything that loses track (a rebuilt mirror, a complete re-read)
-// compare everything. See incremental.go.
+// The interfaces the package consumes, Desired and Speaker, say
+// everything it needs; store.Store and bgp.Speaker implement them.
 package reconcile
 
 import (
@@ -28,24 +42,37 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// Desired is what the reconciler needs of the desired-state store.
+// Desired is everything the reconciler needs of the desired-state store
+// (store.Store implements it). Its parts are used by the source (reads), the
+// applier (FinishMany) and the status reporter (SetStatus).
 type Desired interface {
 	// ActiveRules returns every rule in state Active for this site,
 	// including those past ExpiresAt or with WithdrawRequested.
 	ActiveRules(ctx context.Context) ([]store.Rule, error)
-	// Finish makes a rule final (Withdrawn or Expired); idempotent. It
-	// may be called from several goroutines at once.
-	Finish(ctx context.Context, id int64, state store.State) error
+	// Revision returns the newest revision: read before ActiveRules,
+	// ChangedSince(it) afterwards misses nothing.
+	Revision(ctx context.Context) (int64, error)
+	// ChangedSince returns the rules changed after rev.
+	ChangedSince(ctx context.Context, rev int64) (store.Delta, error)
+	// FinishMany makes each rule final (Withdrawn or Expired) and clears
+	// this site's announced status, once the mirror shows its path gone;
+	// idempotent. errs[i] is items[i]'s outcome; err is set when the
+	// writes failed as a whole.
+	FinishMany(ctx context.Context, items []store.FinishItem) (errs []error, err error)
+	// SetStatus records this site's status of the rules ids.
 	SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error
 	// Changes delivers a coalesced wake-up after any desired-state change.
 	Changes() <-chan struct{}
 }
 
-// Speaker is what the reconciler needs of the BGP speaker.
+// Speaker is everything the reconciler needs of the BGP speaker
+// (bgp.Speaker implements it): the calls that change its RIB, and the
+// mirror of that RIB that the reconciler observes.
 type Speaker interface {
 	// Announce adds or replaces the local paths for rules; errs[i] is
 	// the outcome for rules[i].
@@ -53,11 +80,33 @@ type Speaker interface {
 	// Withdraw deletes the local paths whose NLRIs are ms; errs[i] is the
 	// outcome for ms[i].
 	Withdraw(ctx context.Context, ms []flowspec.Match) (errs []error)
+
+	// Changes delivers a coalesced wake-up after any mirror change.
+	Changes() <-chan struct{}
 	// Paths calls fn for every locally originated path in the mirror of
 	// the RIB; ok is false (and fn is not called) until it is initialised.
 	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
-	// Changes delivers a coalesced wake-up after any mirror change.
-	Changes() <-chan struct{}
+	// Path returns the path for m as Paths reports it; ok is false while
+	// the mirror is not initialised.
+	Path(m flowspec.Match) (a flowspec.Action, present, ok bool)
+	// Len returns the number of paths.
+	Len() int
+	// DrainDirty calls fn for every Match whose path changed since the
+	// previous call and forgets them; complete is false (fn not called)
+	// when it cannot say, and then every path must be compared.
+	DrainDirty(fn func(flowspec.Match)) (gen uint64, complete bool)
+	// Generation counts the mirror's changes: equal readings mean nothing
+	// changed in between.
+	Generation() uint64
+	// Epoch changes when the RIB was recreated (a speaker restart):
+	// nothing seen in the old one holds for the new one.
+	Epoch() uint64
+	// PeerReestablished counts peers that reset and came back (GoBGP sends
+	// them the whole table again by itself).
+	PeerReestablished() uint64
+	// EstablishedPeers is the number of established BGP sessions (storm
+	// pacing protects those only).
+	EstablishedPeers() int
 }
 
 // Defaults for the zero Config fields.
@@ -95,6 +144,9 @@ type Config struct {
 	// Recorder, if set, is told about passes, announcements, withdrawals
 	// and expiry lateness (metrics).
 	Recorder Recorder
+	// Clock is what the loop reads as now and arms its timers on; nil is
+	// the system clock. Tests inject a clock.Fake.
+	Clock clock.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -112,6 +164,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SettleTimeout <= 0 {
 		c.SettleTimeout = DefaultSettleTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	return c
 }
@@ -175,14 +230,16 @@ type DriftCounts struct {
 	PeerResets uint64
 }
 
-// Reconciler keeps the speaker's paths equal to the desired state.
+// Reconciler keeps the speaker's paths equal to the desired state. Its
+// named parts (see the package doc) are owned by the goroutine running
+// passes; what other goroutines read is behind mu or atomic.
 type Reconciler struct {
-	log  hclog.Logger
-	d    Desired
-	s    Speaker
-	cfg  Config
-	now  func() time.Time
-	wake signal
+	log   hclog.Logger
+	d     Desired
+	s     Speaker
+	cfg   Config
+	clock clock.Clock
+	wake  signal
 
 	running atomic.Bool
 
@@ -196,48 +253,26 @@ type Reconciler struct {
 
 	readded, orphaned, replaced atomic.Uint64
 	restarts, reannounced       atomic.Uint64
+	changeCount                 atomic.Uint64 // ChangeCount
 
-	// Owned by the goroutine running passes.
-	cache        desiredCache
+	// The named parts, owned by the goroutine running passes.
+	src  source    // desired state: full reads and changes since a revision
+	plan planner   // the one comparison of desired with actual state
+	work workQueue // attempts, expectations, backoff and storm pacing
+	logs passLog   // per-pass log throttling
+
+	// Pass bookkeeping, owned by the same goroutine.
 	quiet        quiet
-	pace         pacer
 	epoch        uint64 // speaker epoch last seen
 	epochKnown   bool
 	reannouncing bool // after a speaker restart, until every rule is back
 	restarted    bool // a restart seen by a pass that did not get to plan
-	// queue holds the paced additions not announced yet, in order, and
-	// queued the same Matches as a set (storm.go).
-	queue  []flowspec.Match
-	queued map[flowspec.Match]struct{}
-	// v is the view of the cached rows: rebuilt by a full comparison,
-	// refreshed Match by Match by a dirty-only one (incremental.go).
-	v view
-	// dirty holds the Matches the next pass must compare; fullDiff says it
-	// must compare all of them.
-	dirty    map[flowspec.Match]struct{}
-	fullDiff bool
-	dw       map[flowspec.Match]Want // desired state of the dirty Matches
-	da       map[flowspec.Match]flowspec.Action
-	rowBuf   []*row
 	// rereadWanted asks for a read of every row after a store error;
 	// rereadAt is when one was last attempted.
 	rereadWanted bool
 	rereadAt     time.Time
-	attempts     map[flowspec.Match]*attempt
-	expects      map[flowspec.Match]expect
-	// expectsPeak and dirtyPeak are the most entries expects and dirty
-	// held since they were last made (trimScratch).
-	expectsPeak, dirtyPeak int
-	// changeCount is ChangeCount.
-	changeCount atomic.Uint64
-	storeFail   int       // consecutive passes with a store error
-	storeNext   time.Time // retry after a store error
-	actual      map[flowspec.Match]flowspec.Action
-	// failLogged counts the rule failures of the current pass (logging).
-	failLogged int
-	// changeLogged counts the rule changes of the current pass by kind
-	// (logChange).
-	changeLogged, changeInfo [3]int
+	storeFail    int       // consecutive passes with a store error
+	storeNext    time.Time // retry after a store error
 }
 
 // New returns a reconciler of speaker s to desired state d. It does nothing
@@ -246,21 +281,23 @@ func New(log hclog.Logger, d Desired, s Speaker, cfg Config) *Reconciler {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Reconciler{
-		log:      log,
-		d:        d,
-		s:        s,
-		cfg:      cfg.withDefaults(),
-		now:      time.Now,
-		wake:     newSignal(),
-		attempts: make(map[flowspec.Match]*attempt),
-		expects:  make(map[flowspec.Match]expect),
-		actual:   make(map[flowspec.Match]flowspec.Action),
-		dirty:    make(map[flowspec.Match]struct{}),
-		fullDiff: true,
-		loaded:   make(chan struct{}),
+	cfg = cfg.withDefaults()
+	r := &Reconciler{
+		log:    log,
+		d:      d,
+		s:      s,
+		cfg:    cfg,
+		clock:  cfg.Clock,
+		wake:   newSignal(),
+		work:   newWorkQueue(cfg),
+		loaded: make(chan struct{}),
 	}
+	r.plan = planner{src: &r.src, dirty: make(map[flowspec.Match]struct{}), fullDiff: true}
+	return r
 }
+
+// now reads the reconciler's clock.
+func (r *Reconciler) now() time.Time { return r.clock.Now() }
 
 // Trigger asks for a pass soon. It never blocks and is safe from any
 // goroutine; triggers that arrive before the pass starts merge into it.
@@ -286,9 +323,7 @@ func (r *Reconciler) Drift() DriftCounts {
 		SpeakerRestarts:  r.restarts.Load(),
 		Reannounced:      r.reannounced.Load(),
 	}
-	if rs, ok := r.s.(Restarter); ok {
-		d.PeerResets = rs.PeerReestablished()
-	}
+	d.PeerResets = r.s.PeerReestablished()
 	return d
 }
 
@@ -300,6 +335,12 @@ func (r *Reconciler) Loaded() <-chan struct{} { return r.loaded }
 
 // Run runs passes until ctx is done: one at once, then one per wake-up. It
 // returns nil when ctx is done.
+//
+// Wake-ups: a Trigger, a store or mirror change, and three timers on the
+// reconciler's clock: the nearest expiry, the nearest retry (backoff,
+// expectation, paced batch, early grace, store backoff) and the periodic
+// resync. Every pass re-reads what changed; nothing is taken from the
+// event itself.
 func (r *Reconciler) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("reconcile: Run is already running")
@@ -307,20 +348,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer r.running.Store(false)
 
 	storeCh, ribCh := r.d.Changes(), r.s.Changes()
-	resync := time.NewTicker(r.cfg.ResyncInterval)
+	resync, expiry, retry := r.clock.NewTimer(), r.clock.NewTimer(), r.clock.NewTimer()
 	defer resync.Stop()
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
 	defer expiry.Stop()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
 	defer retry.Stop()
+	resync.Reset(r.cfg.ResyncInterval)
 
 	// The periodic complete re-read runs off the loop (readSnapshot), so
 	// drift repair and expiry go on meanwhile; the pass that swaps it in
-	// compares everything. The first pass, and a store that cannot say
-	// what changed, read on the loop.
-	_, background := r.d.(DeltaReader)
+	// compares everything. The first pass reads on the loop.
 	snaps := make(chan *snapshot, 1)
 	reading := false
 	var snap *snapshot
@@ -334,17 +370,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-r.wake.c:
 		case <-storeCh:
 		case <-ribCh:
-		case <-expiry.C:
-		case <-retry.C:
-		case <-resync.C:
-			if !background || !r.cache.ok {
+		case <-expiry.C():
+		case <-retry.C():
+		case <-resync.C():
+			resync.Reset(r.cfg.ResyncInterval)
+			if !r.src.ok {
 				full = true
 				break
 			}
 			if !reading {
 				reading = true
-				now := r.now
-				go func() { snaps <- readSnapshot(ctx, r.d, now) }()
+				go func() { snaps <- readSnapshot(ctx, r.d, r.now) }()
 			}
 			continue
 		case snap = <-snaps:
@@ -353,16 +389,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.log.Debug("desired state re-read in the background", "rules", len(snap.byID), "took", snap.took)
 			}
 		}
-		nextExpiry, nextRetry := r.runPassWith(ctx, full, snap)
+		nextExpiry, nextRetry := r.runPass(ctx, full, snap)
 		full, snap = false, nil
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}
 }
 
-// arm sets t to fire at at, or stops it when at is zero. (Go ≥1.23 timers:
-// Reset discards a stale expiry, no draining needed.)
-func (r *Reconciler) arm(t *time.Timer, at time.Time) {
+// arm sets t to fire at at, or stops it when at is zero.
+func (r *Reconciler) arm(t clock.Timer, at time.Time) {
 	if at.IsZero() {
 		t.Stop()
 		return

@@ -32,7 +32,7 @@ func (b *statusBatch) set(id int64, announced bool, lastErr string) {
 // the status on c's rows (as read, then as written); it is updated only
 // for writes that succeeded, so failed ones are retried by a later pass.
 // now gives the time each write returned.
-func (b *statusBatch) flush(ctx context.Context, d Desired, c *desiredCache, now func() time.Time) (writes int, err error) {
+func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func() time.Time) (writes int, err error) {
 	groups := make(map[ruleStatus][]int64)
 	for id, st := range b.want {
 		if rw, ok := c.byID[id]; ok && rw.status() == st {

@@ -36,24 +36,9 @@ import (
 // routers have reconnected) additions reach no router, and a session that
 // comes up later gets GoBGP's own dump of the table, the same as it would
 // from GoBGP alone. So a storm with no established peer is announced at
-// once, and every pass asks the speaker again (PeerCounter). A session
+// once, and every pass asks the speaker again (EstablishedPeers). A session
 // that comes up during such a pass gets the rest of that pass unpaced;
 // the passes after it are paced.
-
-// PeerCounter is optionally implemented by a Speaker that knows how many
-// BGP sessions are established (bgp.Speaker does). Without it every storm
-// is paced.
-type PeerCounter interface {
-	EstablishedPeers() int
-}
-
-// Restarter is optionally implemented by a Speaker that can say when its
-// RIB was recreated (bgp.Speaker's Epoch) and count peers that reset and
-// came back (GoBGP re-sends them the whole table by itself).
-type Restarter interface {
-	Epoch() uint64
-	PeerReestablished() uint64
-}
 
 // stormWindow is how much the token bucket holds: one pass's batch. A
 // pass costs a few milliseconds of its own, so a batch must be large for
@@ -131,49 +116,58 @@ func (p *pacer) spent(n, left, rate int, now time.Time) {
 }
 
 // enqueue adds the Matches of adds to the storm queue (once each).
-func (r *Reconciler) enqueue(adds []Item) {
-	if r.queued == nil {
-		r.queued = make(map[flowspec.Match]struct{}, len(adds))
+func (q *workQueue) enqueue(adds []Item) {
+	if q.queued == nil {
+		q.queued = make(map[flowspec.Match]struct{}, len(adds))
 	}
 	for _, it := range adds {
-		if _, ok := r.queued[it.Match]; !ok {
-			r.queued[it.Match] = struct{}{}
-			r.queue = append(r.queue, it.Match)
+		if _, ok := q.queued[it.Match]; !ok {
+			q.queued[it.Match] = struct{}{}
+			q.queue = append(q.queue, it.Match)
 		}
 	}
 }
 
+// unpace empties the storm queue and returns what it held: pacing ended,
+// and those Matches must be compared again.
+func (q *workQueue) unpace(now time.Time) (dropped []flowspec.Match) {
+	dropped = q.queue
+	q.queue, q.queued = nil, nil
+	q.pace.next = now
+	return dropped
+}
+
 // dequeue takes up to n additions from the front of the storm queue and
 // returns them as plan items, dropping entries that are stale: no longer
-// desired (or retiring) in the view, or already in the RIB (present says;
-// a path that came in is a changed, and so dirty, Match). ok is false when
-// the mirror is not initialised (then nothing is taken).
-func (r *Reconciler) dequeue(n int, present func(flowspec.Match) (bool, bool), buf []Item) (items []Item, ok bool) {
+// desired (or retiring) in the view (want says), or already in the RIB
+// (present says; a path that came in is a changed, and so dirty, Match).
+// ok is false when the mirror is not initialised (then nothing is taken).
+func (q *workQueue) dequeue(n int, want func(flowspec.Match) (Want, bool), present func(flowspec.Match) (bool, bool), buf []Item) (items []Item, ok bool) {
 	items = buf[:0]
 	i := 0
-	for ; i < len(r.queue) && len(items) < n; i++ {
-		m := r.queue[i]
-		w, desired := r.wantOf(m)
+	for ; i < len(q.queue) && len(items) < n; i++ {
+		m := q.queue[i]
+		w, desired := want(m)
 		if !desired || w.Retire != "" {
-			delete(r.queued, m)
+			delete(q.queued, m)
 			continue
 		}
 		in, ok := present(m)
 		if !ok {
-			r.queue = r.queue[i:]
+			q.queue = q.queue[i:]
 			return items, false
 		}
-		delete(r.queued, m)
+		delete(q.queued, m)
 		if in {
 			continue
 		}
 		items = append(items, Item{ID: w.ID, Match: m, Action: w.Action})
 	}
-	clear(r.queue[:i])
-	r.queue = r.queue[i:]
-	if len(r.queue) == 0 {
+	clear(q.queue[:i])
+	q.queue = q.queue[i:]
+	if len(q.queue) == 0 {
 		// Give the memory of a large storm back.
-		r.queue, r.queued = nil, nil
+		q.queue, q.queued = nil, nil
 	}
 	return items, true
 }
@@ -182,11 +176,7 @@ func (r *Reconciler) dequeue(n int, present func(flowspec.Match) (bool, bool), b
 // the old RIB says nothing about the new one, and the re-announcement that
 // follows is counted as its own drift kind and paced.
 func (r *Reconciler) checkRestart() bool {
-	rs, ok := r.s.(Restarter)
-	if !ok {
-		return false
-	}
-	e := rs.Epoch()
+	e := r.s.Epoch()
 	if !r.epochKnown {
 		r.epoch, r.epochKnown = e, true
 		return false
@@ -196,18 +186,14 @@ func (r *Reconciler) checkRestart() bool {
 	}
 	r.epoch = e
 	r.restarts.Add(1)
-	for _, rw := range r.cache.byID {
+	for _, rw := range r.src.byID {
 		rw.flags &^= rowSeen
 	}
-	clear(r.expects)
+	r.work.restarted()
 	r.reannouncing = true
 	r.log.Warn("speaker restarted; comparing every rule again")
 	return true
 }
 
-// peersUp reports whether any BGP session is established; true when the
-// speaker cannot tell (then storms are always paced).
-func (r *Reconciler) peersUp() bool {
-	pc, ok := r.s.(PeerCounter)
-	return !ok || pc.EstablishedPeers() > 0
-}
+// peersUp reports whether any BGP session is established.
+func (r *Reconciler) peersUp() bool { return r.s.EstablishedPeers() > 0 }

@@ -11,7 +11,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// TestFullWalkMatchesDiff checks the full comparison (fullWalk) against its
+// TestFullWalkMatchesDiff checks the full comparison (planner.full) against its
 // specification, plan(newView(rows), Diff) on random rows and mirrors:
 // retiring, invalid, duplicate (shadowed) and final rows, orphans, paths
 // with another action, with and without a generation.
@@ -65,9 +65,9 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 
 		v := newView(rows, now)
 		r, _, _ := newTest(t, Config{MaxWithdrawPerPass: rng.IntN(8)})
-		want := r.plan(v, v.want, mirror)
+		want := planView(v, mirror, &r.early, r.cfg.MaxWithdrawPerPass)
 
-		r.cache.load(rows)
+		r.src.load(rows)
 		var adopted []Item
 		look := func(m flowspec.Match) (flowspec.Action, bool, bool) {
 			a, in := mirror[m]
@@ -80,14 +80,18 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 			return true
 		}
 		size := func() int { return len(mirror) }
-		var gen func() uint64
-		if seed%2 == 0 {
-			gen = func() uint64 { return 1 }
+		g := uint64(1)
+		gen := func() uint64 {
+			if seed%2 == 1 {
+				g++ // a mirror changing during the walk: always listed
+			}
+			return g
 		}
-		got, ok := r.fullWalk(now, look, paths, size, gen, func(it Item, _ *row) { adopted = append(adopted, it) })
+		got, ok := r.plan.full(now, look, paths, size, gen, func(it Item, _ *row) { adopted = append(adopted, it) })
 		if !ok {
 			t.Fatal("mirror not initialised")
 		}
+		got.limit(&r.early, r.cfg.MaxWithdrawPerPass)
 		got.Adopt = adopted
 		for _, p := range []*Plan{&want, &got} {
 			for _, items := range [][]Item{p.Add, p.Update, p.Adopt, p.Withdraw, p.Retire, p.Finish} {
@@ -106,14 +110,14 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 			t.Fatalf("seed %d: Capped = %v, want %v", seed, got.Capped, want.Capped)
 		}
 		// The live view agrees with the full one Match by Match.
-		for m := range r.cache.byMatch {
-			w, ok := r.wantOf(m)
+		for m := range r.src.byMatch {
+			w, ok := r.plan.wantOf(m)
 			if vw, vok := v.want[m]; ok != vok || w != vw {
 				t.Fatalf("seed %d: wantOf = %v %v, view %v %v", seed, w, ok, vw, vok)
 			}
 		}
-		if !maps.Equal(r.v.hold, v.hold) {
-			t.Fatalf("seed %d: hold %v, want %v", seed, r.v.hold, v.hold)
+		if !maps.Equal(r.plan.v.hold, v.hold) {
+			t.Fatalf("seed %d: hold %v, want %v", seed, r.plan.v.hold, v.hold)
 		}
 	}
 }
@@ -122,7 +126,7 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 // or changed), compactRows puts every live row in one slice, byID points
 // into it, and nothing else about the copy changes.
 func TestCompactRows(t *testing.T) {
-	var c desiredCache
+	var c source
 	var first []store.Rule
 	for i := range 10 {
 		first = append(first, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), State: store.Active})
@@ -134,9 +138,9 @@ func TestCompactRows(t *testing.T) {
 		delta.Active = append(delta.Active, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), State: store.Active})
 	}
 	delta.Gone = []int64{3, 20, 21}
-	c.apply(delta, nop, func(int64) {})
+	c.apply(delta, nop)
 	// A changed row: replaced by a copy in extra.
-	c.apply(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}, nop, func(int64) {})
+	c.apply(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}, nop)
 	c.byID[40].flags |= rowSeen
 
 	want := make(map[int64]row, len(c.byID))
@@ -163,7 +167,7 @@ func TestCompactRows(t *testing.T) {
 	}
 	// Below the threshold (fewer extra rows than rows): left alone.
 	rows := c.rows
-	c.apply(store.Delta{Active: []store.Rule{{ID: 99999, Rule: testRule(t, 99998, discard()), State: store.Active}}}, nop, func(int64) {})
+	c.apply(store.Delta{Active: []store.Rule{{ID: 99999, Rule: testRule(t, 99998, discard()), State: store.Active}}}, nop)
 	c.compactRows()
 	if len(c.extra) != 1 || &c.rows[0] != &rows[0] {
 		t.Fatal("compacted a copy with few new rows")

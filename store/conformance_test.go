@@ -3,12 +3,14 @@ package store
 import (
 	"bytes"
 	"errors"
-	"github.com/ribkeeper/ribkeeper/flowspec"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/clock"
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // testConformance is the one behaviour suite both engines must pass.
@@ -19,6 +21,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
 	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
 	t.Run("FinishManyPerItem", func(t *testing.T) { testFinishMany(t, fresh) })
+	t.Run("FinishClearsThisSitesAnnounced", func(t *testing.T) { testFinishClearsAnnounced(t, fresh) })
 	t.Run("ExpiryFromTwoInstances", func(t *testing.T) { testExpiry(t, fresh) })
 	t.Run("ConcurrentUpsertsOfOneMatch", func(t *testing.T) { testConcurrentUpsert(t, fresh) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, fresh) })
@@ -35,6 +38,8 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("PurgeHistoryOlderThanRetention", func(t *testing.T) { testPurge(t, fresh) })
 	t.Run("StaticRulesChangeOnlyFromTheirOrigin", func(t *testing.T) { testOrigin(t, fresh) })
 	t.Run("SitesMigrationKeepsReportingSites", func(t *testing.T) { testSitesMigration(t, fresh) })
+	t.Run("QuotaCountsMatchTheRules", func(t *testing.T) { testQuotaCounts(t, fresh) })
+	t.Run("WithdrawManyAllInOneTransaction", func(t *testing.T) { testWithdrawMany(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -256,8 +261,10 @@ func testNewRowAfterFinish(t *testing.T, fresh freshFunc) {
 func testExpiry(t *testing.T, fresh freshFunc) {
 	ctx := ctxT(t)
 	cfg := fresh(t)
+	fc := clock.NewFake(time.Now())
+	cfg.Clock = fc // both sites read the same clock
 	a, b := open(t, cfg, "a"), open(t, cfg, "b")
-	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: time.Now().Add(300 * time.Millisecond)})
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), ExpiresAt: fc.Now().Add(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +276,7 @@ func testExpiry(t *testing.T, fresh freshFunc) {
 		t.Fatalf("early Finish(Expired) moved the rule to %s", g.State)
 	}
 	// Past expiry it is still active until someone finishes it.
-	time.Sleep(time.Until(r.ExpiresAt) + 10*time.Millisecond)
+	fc.Set(r.ExpiresAt)
 	if act, _ := b.ActiveRules(ctx); len(act) != 1 {
 		t.Fatalf("expired but unfinished rule not in ActiveRules: %v", ids(act))
 	}
@@ -529,11 +536,12 @@ func testReencode(t *testing.T, fresh freshFunc) {
 			t.Fatal(err)
 		}
 	}
+	undoDestination(t, s)
 	if _, err := w.exec(ctx, `DELETE FROM schema_migrations WHERE version >= 4`); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s = open(t, cfg, "a") // runs migration 4 again
+	s = open(t, cfg, "a") // runs migration 4 (and 5) again
 	for _, c := range []struct {
 		id   int64
 		want flowspec.Rule
@@ -659,9 +667,6 @@ func testCounts(t *testing.T, fresh freshFunc) {
 // with no settle window, sees every rule that concurrent writers stored:
 // history ids become visible in id order on both engines.
 func testRevisionsConcurrent(t *testing.T, fresh freshFunc) {
-	if d := open(t, fresh(t), "x").RevisionSettle(); d != 0 {
-		t.Fatalf("RevisionSettle = %v, want 0", d)
-	}
 	ctx := ctxT(t)
 	cfg := fresh(t)
 	w, r := open(t, cfg, "a"), open(t, cfg, "a")
@@ -721,14 +726,19 @@ func testRevisionsConcurrent(t *testing.T, fresh freshFunc) {
 // transaction takes are all written.
 func testFinishMany(t *testing.T, fresh freshFunc) {
 	ctx := ctxT(t)
-	s := open(t, fresh(t), "a")
+	cfg := fresh(t)
+	fc := clock.NewFake(time.Now())
+	cfg.Clock = fc
+	s := open(t, cfg, "a")
 	var in []Input
 	for i := range finishChunk + 5 {
 		in = append(in, Input{Rule: rule(t, i+1, "discard"), Actor: "cli"})
 	}
 	// Set after building the rules (slow under -race), with room for
 	// UpsertMany's own checks before the expiry must still be ahead.
-	past := time.Now().Add(500 * time.Millisecond)
+	// The store's clock moves only when the test moves it: the rules
+	// are ahead of it until then, however slow building them was.
+	past := fc.Now().Add(time.Second)
 	for i := range in {
 		in[i].ExpiresAt = past
 	}
@@ -736,7 +746,7 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9000, "discard"), ExpiresAt: time.Now().Add(time.Hour)})
+	live, _, err := s.Upsert(ctx, Input{Rule: rule(t, 9000, "discard"), ExpiresAt: fc.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,7 +757,7 @@ func testFinishMany(t *testing.T, fresh freshFunc) {
 	if _, err := s.Withdraw(ctx, asked.ID, "alice"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Until(past) + 10*time.Millisecond)
+	fc.Set(past)
 
 	var items []FinishItem
 	for _, r := range rs {
@@ -1084,5 +1094,43 @@ func testSitesMigration(t *testing.T, fresh freshFunc) {
 	}
 	if g, err := s.Get(ctx, 1); err != nil || g.Origin != "" || g.Rule != r {
 		t.Fatalf("old rule after the migrations: %+v, %v", g, err)
+	}
+}
+
+// A rule finishes once this site's reconciler saw its path gone: this
+// site's status says not announced from then on, also when another site
+// finished the rule first; the other site's status is its own.
+func testFinishClearsAnnounced(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	r, _, err := a.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{a, b} {
+		if err := s.SetStatus(ctx, []int64{r.ID}, true, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Withdraw(ctx, r.ID, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := a.FinishMany(ctx, []FinishItem{{ID: r.ID, State: Withdrawn}}); err != nil || errs[0] != nil {
+		t.Fatalf("FinishMany at a: %v %v", errs, err)
+	}
+	if g, _ := a.Get(ctx, r.ID); g.State != Withdrawn || g.Announced {
+		t.Fatalf("at a after its finish: state %s, announced %v; want withdrawn, not announced", g.State, g.Announced)
+	}
+	if g, _ := b.Get(ctx, r.ID); !g.Announced {
+		t.Fatal("b's status changed by a's finish")
+	}
+	// b finds the rule final already: its own finish is a no-op for the
+	// rule and still clears b's status.
+	if errs, err := b.FinishMany(ctx, []FinishItem{{ID: r.ID, State: Withdrawn}}); err != nil || errs[0] != nil {
+		t.Fatalf("FinishMany at b: %v %v", errs, err)
+	}
+	if g, _ := b.Get(ctx, r.ID); g.Announced {
+		t.Fatal("b still says announced after its own finish")
 	}
 }

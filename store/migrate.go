@@ -31,6 +31,7 @@ type migration struct {
 // each engine's SQL files.
 var codeMigrations = []migration{
 	{version: 4, name: "0004_reencode_flowspec (Go)", code: reencodeFlowSpec},
+	{version: 5, name: "0005_destination (Go)", code: backfillDestination},
 }
 
 func loadMigrations(dir string) ([]migration, error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"time"
 )
 
 // Revisions let a reader keep a copy of desired state and refresh only what
@@ -41,12 +40,6 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 	err := s.eng.reader().queryRow(cctx, "SELECT COALESCE(MAX(id), 0) FROM rule_events").Scan(&rev)
 	return rev, s.wrap(ctx, "read revision", err)
 }
-
-// RevisionSettle is how long after a revision was seen a transaction may
-// still commit history entries with lower ids: 0, since ids become visible
-// in order on both engines (see lockHistory). It stays in the API for
-// readers written against engines without that guarantee.
-func (s *Store) RevisionSettle() time.Duration { return 0 }
 
 // ChangedSince returns the rules changed by history entries after rev. When
 // nothing changed it costs one indexed lookup. Rules changed again while it

@@ -10,7 +10,7 @@ import (
 // registerSite records this instance's site as known (at Open): rules may
 // then target it without AllowUnknownSites.
 func (s *Store) registerSite(ctx context.Context) error {
-	now := s.eng.timeArg(dbTimeNow())
+	now := s.eng.timeArg(s.now())
 	_, err := s.eng.reader().exec(ctx, `INSERT INTO sites (name, registered_at, last_started_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET last_started_at = excluded.last_started_at`, s.site, now, now)
 	return err

@@ -15,7 +15,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		return nil
 	}
 	return s.write(ctx, "set rule status", len(ids), func(ctx context.Context, t *wtx) (bool, error) {
-		now := dbTimeNow()
+		now := s.now()
 		for _, id := range ids {
 			var (
 				found  int64

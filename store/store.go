@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
@@ -131,6 +132,10 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives change-feed reconnects; nil discards.
 	Logger hclog.Logger
+	// Clock is what the store reads as now: timestamps, and whether a
+	// rule's ExpiresAt has passed when it is finished. nil is the system
+	// clock; tests inject a clock.Fake.
+	Clock clock.Clock
 }
 
 // DefaultSite is the site of an instance whose Config.Site is empty.
@@ -147,6 +152,7 @@ type Store struct {
 	log     hclog.Logger
 	changes chan struct{}
 	group   *committer // SQLite: every write goes through it; nil on PostgreSQL
+	clock   clock.Clock
 
 	stop      context.CancelFunc // stops background goroutines
 	wg        sync.WaitGroup
@@ -169,7 +175,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	s := &Store{
+		clock:   cfg.Clock,
 		site:    cfg.Site,
 		timeout: cfg.Timeout,
 		log:     cfg.Logger,

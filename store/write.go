@@ -12,8 +12,8 @@ import (
 // inserts nothing. Each engine words it so that an update takes no id from
 // the sequence (engine.insertRule): ids go to new rules only.
 const insertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, state, withdraw_requested)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
@@ -61,7 +61,7 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 // what is already stored changes nothing and records no history. Upsert
 // returns after the commit.
 func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err error) {
-	now := dbTimeNow()
+	now := s.now()
 	e, err := encode(in, -1, now)
 	if err != nil {
 		return Rule{}, false, err
@@ -87,7 +87,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	if len(ins) == 0 {
 		return nil, nil
 	}
-	now := dbTimeNow()
+	now := s.now()
 	es := make([]encoded, len(ins))
 	for i, in := range ins {
 		var err error
@@ -159,7 +159,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin}
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin, destinationKey(e.in.Rule.Match)}
 }
 
 // created returns the rule e just inserted as id and records its history.
@@ -256,7 +256,7 @@ func merged(old Rule, e *encoded) Rule {
 func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, error) {
 	var r Rule
 	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		now := dbTimeNow()
+		now := s.now()
 		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
 			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
 		if err != nil {
@@ -285,7 +285,7 @@ func (s *Store) Finish(ctx context.Context, id int64, state State) error {
 		return err
 	}
 	return s.write(ctx, "finish rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		return s.finishTx(ctx, t, id, state, q, dbTimeNow())
+		return s.finishTx(ctx, t, id, state, q, s.now())
 	})
 }
 
@@ -313,7 +313,7 @@ func (s *Store) FinishMany(ctx context.Context, items []FinishItem) (errs []erro
 		chunk := items[lo:min(lo+finishChunk, len(items))]
 		cerrs := errs[lo : lo+len(chunk)]
 		werr := s.write(ctx, "finish rules", len(chunk), func(ctx context.Context, t *wtx) (bool, error) {
-			now := dbTimeNow()
+			now := s.now()
 			changed := false
 			for i, it := range chunk {
 				q, err := finishQuery(it.State)
@@ -356,7 +356,9 @@ func finishQuery(state State) (string, error) {
 
 // finishTx runs q (finishQuery's) for one rule inside t and records the
 // history event; changed is false when the rule was not active any more
-// or changed since it was read.
+// or changed since it was read. The reconciler calls it once its mirror
+// shows the rule's path gone, so this site's status says not announced
+// from then on, whether or not another site finished the rule first.
 func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q string, now time.Time) (changed bool, err error) {
 	args := []any{s.eng.timeArg(now), id}
 	if state == Expired {
@@ -364,6 +366,10 @@ func (s *Store) finishTx(ctx context.Context, t *wtx, id int64, state State, q s
 	}
 	n, err := t.exec(ctx, q, args...)
 	if err != nil {
+		return false, err
+	}
+	if _, err := t.exec(ctx, `UPDATE rule_status SET announced = FALSE, updated_at = ?
+		WHERE rule_id = ? AND site = ? AND announced`, s.eng.timeArg(now), id, s.site); err != nil {
 		return false, err
 	}
 	if n == 0 {

@@ -389,7 +389,9 @@
         buf = buf.slice(i + 1);
         if (line.endsWith('\r')) line = line.slice(0, -1);
         if (line === '') {
-          if (ev.data.length) fn(ev);
+          // An id alone (an event this token may not see) still moves
+          // the id to resume from.
+          if (ev.data.length || ev.id !== null) fn(ev);
           ev = {id: null, type: 'message', data: []};
           continue;
         }
@@ -407,6 +409,7 @@
 
   function onEvent(ev) {
     if (ev.id !== null) S.lastId = ev.id;
+    if (!ev.data.length) return;
     let d;
     try {
       d = JSON.parse(ev.data.join('\n'));

@@ -1,4 +1,4 @@
-package api
+package cli
 
 import (
 	"testing"
@@ -31,5 +31,24 @@ func TestExpiresIn(t *testing.T) {
 		if got := expiresIn(tc.t, now); got != tc.want {
 			t.Errorf("expiresIn(%v) = %q, want %q", tc.t, got, tc.want)
 		}
+	}
+}
+
+func TestSafeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, ✓ 攻撃":  "plain text, ✓ 攻撃",
+		"\x1b[2J":           `\x1b[2J`,
+		"a\x00b":            `a\x00b`,
+		"rtl\u202eoverride": `rtl\u202eoverride`,
+		"bad\xff":           `bad\xff`,
+		"c1\u009b":          `c1\u009b`,
+		"tag\U000E0041":     `tag\U000e0041`,
+	} {
+		if got := safeText(in); got != want {
+			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if testing.AllocsPerRun(100, func() { safeText("plain text") }) != 0 {
+		t.Error("safeText allocates for printable text")
 	}
 }

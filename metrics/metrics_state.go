@@ -1,4 +1,4 @@
-package api
+package metrics
 
 import (
 	"context"
@@ -31,8 +31,8 @@ type scrapeSpeaker interface {
 	Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool)
 }
 
-// MetricsSources are what Watch reads at scrape time; nil ones are skipped.
-type MetricsSources struct {
+// Sources are what Watch reads at scrape time; nil ones are skipped.
+type Sources struct {
 	Rules   scrapeRules
 	Drift   scrapeDrift
 	Speaker scrapeSpeaker
@@ -41,7 +41,7 @@ type MetricsSources struct {
 }
 
 // Watch registers the state-shaped metrics, read from src at every scrape.
-func (m *Metrics) Watch(src MetricsSources) {
+func (m *Metrics) Watch(src Sources) {
 	if src.Timeout <= 0 {
 		src.Timeout = 5 * time.Second
 	}
@@ -84,7 +84,7 @@ var (
 )
 
 type stateCollector struct {
-	src MetricsSources
+	src Sources
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -1,4 +1,4 @@
-package api
+package cli
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
 )
 
 // command is one client command: its synopsis and what it does. The
@@ -45,6 +47,7 @@ var commands = []command{
 	{"peers", "[--json]", "Show the BGP sessions and their state."},
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
 	{"diff", "[--json]", "Show what the next reconcile pass would change."},
+	{"whoami", "[--json]", "Show who the API sees (the token's name over TCP) and what it may do: role, prefixes, actions, quota."},
 	{"shutdown", "[--withdraw] [--timeout 2m]",
 		"Stop the daemon (control socket only). Without --withdraw, routers with graceful restart keep every rule until the next start, as on SIGTERM; " +
 			"--withdraw first withdraws every rule from every router and waits until they were sent."},
@@ -57,8 +60,8 @@ $RIBKEEPER_SOCKET, or ./data/ribkeeper.sock; or the TCP API with --url URL
 and --ca-file FILE (or $RIBKEEPER_CACERT) for a private CA.
 `
 
-// CLISynopsis is one line per client command, for the program's overview.
-func CLISynopsis() string {
+// Synopsis is one line per client command, for the program's overview.
+func Synopsis() string {
 	var b strings.Builder
 	for _, cmd := range commands {
 		fmt.Fprintf(&b, "  ribkeeper %s %s\n", cmd.name, cmd.synopsis)
@@ -120,7 +123,7 @@ func wrap(s string, width int) string {
 	return b.String()
 }
 
-// Exit codes of RunCLI.
+// Exit codes of Run.
 const (
 	exitOK    = 0
 	exitError = 1 // the daemon said no, or could not be reached
@@ -137,20 +140,20 @@ func usagef(cmd, format string, args ...any) error {
 	return errUsage{cmd, fmt.Sprintf(format, args...)}
 }
 
-// RunCLI runs a client subcommand ("rule ...", "rib", "peers", "status"; args exclude
+// Run runs a client subcommand ("rule ...", "rib", "peers", "status"; args exclude
 // the program name) against the daemon at socketPath and returns the process
 // exit code: 0 ok, 1 the daemon returned an error or could not be reached,
 // 2 bad usage. An error is one line on stderr naming the command ("ribkeeper
 // rule add: ...") and, for a usage mistake, pointing to its --help, which
 // prints the command's usage on stdout. Flags may come before or after
 // positional arguments.
-func RunCLI(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
-	return RunCLIWith(ctx, NewClient(socketPath, 0), args, stdout, stderr)
+func Run(ctx context.Context, socketPath string, args []string, stdout, stderr io.Writer) int {
+	return RunWith(ctx, NewClient(socketPath, 0), args, stdout, stderr)
 }
 
-// RunCLIWith is RunCLI with the daemon reached through client (the control
+// RunWith is Run with the daemon reached through client (the control
 // socket or TCP: NewTCPClient).
-func RunCLIWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
+func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
 	c := &cli{client: client, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
@@ -164,14 +167,14 @@ func RunCLIWith(ctx context.Context, client *Client, args []string, stdout, stde
 		if ue.cmd != "" {
 			prefix, help = "ribkeeper "+ue.cmd, "ribkeeper "+ue.cmd+" --help"
 		}
-		fmt.Fprintf(stderr, "%s: %s (see '%s')\n", prefix, safeText(oneLine(ue.msg)), help)
+		fmt.Fprintf(stderr, "%s: %s (see '%s')\n", prefix, safeText(api.OneLine(ue.msg)), help)
 		return exitUsage
 	default:
 		prefix := "ribkeeper"
 		if c.cmd != "" {
 			prefix += " " + c.cmd
 		}
-		fmt.Fprintf(stderr, "%s: %s\n", prefix, safeText(oneLine(err.Error())))
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, safeText(api.OneLine(err.Error())))
 		return exitError
 	}
 }
@@ -181,17 +184,15 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
-	// pageSize is the page of lists walked by id (0: DefaultPage).
-	pageSize int
 	// cmd is the command running ("rule add"), named in its errors.
 	cmd string
 }
 
 func (c *cli) page() int {
-	if c.pageSize > 0 {
-		return c.pageSize
+	if c.client.PageSize > 0 {
+		return c.client.PageSize
 	}
-	return DefaultPage
+	return api.DefaultPage
 }
 
 func isHelp(arg string) bool {
@@ -236,11 +237,13 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.status(ctx, args[1:])
 	case "diff":
 		return c.diff(ctx, args[1:])
+	case "whoami":
+		return c.whoami(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
 	}
 	if isHelp(args[0]) {
-		fmt.Fprint(c.stdout, "usage:\n"+CLISynopsis())
+		fmt.Fprint(c.stdout, "usage:\n"+Synopsis())
 		return flag.ErrHelp
 	}
 	return usagef("", "unknown command %q", args[0])
@@ -249,7 +252,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 func (c *cli) flagSet(name string) *flag.FlagSet {
 	c.cmd = name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, by RunCLI
+	fs.SetOutput(io.Discard) // errors are reported once, by Run
 	return fs
 }
 
@@ -317,13 +320,13 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 
 // addRequest builds the request of rule add and route add: only the flags
 // given on the command line are sent, so an update changes only them.
-func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRuleRequest, error) {
-	req := AddRuleRequest{Text: text}
+func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (api.AddRuleRequest, error) {
+	req := api.AddRuleRequest{Text: text}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if given["ttl"] {
 		ttl = strings.TrimSpace(ttl)
-		if ttl != "" && ttl != TTLNever {
+		if ttl != "" && ttl != api.TTLNever {
 			// Catch typos here, before asking the daemon.
 			if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
 				return req, usagef(cmd, "--ttl %q is not a positive duration such as 10m or 1h30m, or never", ttl)
@@ -356,7 +359,7 @@ func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (AddRule
 	return req, nil
 }
 
-func (c *cli) addRule(ctx context.Context, req AddRuleRequest) error {
+func (c *cli) addRule(ctx context.Context, req api.AddRuleRequest) error {
 	r, created, err := c.client.AddRule(ctx, req)
 	if err != nil {
 		return err
@@ -374,7 +377,7 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	state := fs.String("state", "", "only rules in this `STATE`: active, withdrawing, withdrawn or expired")
-	order := fs.String("order", OrderPrecedence, "list in this `ORDER`: precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
+	order := fs.String("order", api.OrderPrecedence, "list in this `ORDER`: precedence (the order routers apply rules in), id (newest first) or expires (soonest first)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -383,12 +386,12 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 		return usagef("rule list", "unexpected argument %q", pos[0])
 	}
 	switch *order {
-	case OrderPrecedence, OrderID, OrderExpires:
+	case api.OrderPrecedence, api.OrderID, api.OrderExpires:
 	default:
 		return usagef("rule list", "--order %q is not one of precedence, id, expires", *order)
 	}
-	var rules []Rule
-	if *order == OrderID {
+	var rules []api.Rule
+	if *order == api.OrderID {
 		rules, err = c.client.ListAllRules(ctx, *state, c.page())
 	} else {
 		// The other orders sort every rule: one request.
@@ -398,9 +401,9 @@ func (c *cli) ruleList(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(ruleList{Order: *order, Rules: nonNil(rules)})
+		return c.printJSON(api.RuleList{Order: *order, Rules: api.NonNil(rules)})
 	}
-	fmt.Fprintf(c.stderr, "%d rules %s (--order precedence|id|expires)\n", len(rules), orderText(*order))
+	fmt.Fprintf(c.stderr, "%d rules %s (--order precedence|id|expires)\n", len(rules), api.OrderText(*order))
 	t := newTable(c.stdout, "ID", "STATE", "FAMILY", "RULE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()
 	for _, r := range rules {
@@ -522,13 +525,45 @@ func (c *cli) ruleHistory(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(eventList{Events: nonNil(evs)})
+		return c.printJSON(api.EventList{Events: api.NonNil(evs)})
 	}
 	t := newTable(c.stdout, "TIME", "EVENT", "ACTOR", "SITE", "CHANGES")
 	for _, e := range evs {
 		t.row(e.At.Local().Format(time.RFC3339), e.Kind, e.Actor, e.Site, changes(e.Old, e.New))
 	}
 	return t.flush()
+}
+
+func (c *cli) whoami(ctx context.Context, args []string) error {
+	fs := c.flagSet("whoami")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("whoami", "unexpected argument %q", pos[0])
+	}
+	w, err := c.client.Whoami(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return c.printJSON(w)
+	}
+	or := func(l []string, all string) string {
+		if len(l) == 0 {
+			return all
+		}
+		return strings.Join(l, ", ")
+	}
+	quota := "none of its own (the guardrails apply)"
+	if w.MaxActiveRules > 0 {
+		quota = fmt.Sprintf("%d active rules it wrote (the guardrails apply on top)", w.MaxActiveRules)
+	}
+	fmt.Fprintf(c.stdout, "name:      %s\nrole:      %s\nprefixes:  %s\nactions:   %s\nquota:     %s\n",
+		w.Name, w.Role, or(w.Prefixes, "every destination"), or(w.Actions, "every action"), quota)
+	return nil
 }
 
 func (c *cli) rib(ctx context.Context, args []string) error {
@@ -546,7 +581,7 @@ func (c *cli) rib(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(pathList{Paths: nonNil(paths)})
+		return c.printJSON(api.PathList{Paths: api.NonNil(paths)})
 	}
 	t := newTable(c.stdout, "FAMILY", "MATCH", "ACTION")
 	for _, p := range paths {
@@ -570,14 +605,14 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return c.printJSON(peerList{Peers: nonNil(peers)})
+		return c.printJSON(api.PeerList{Peers: api.NonNil(peers)})
 	}
 	return peerTable(c.stdout, peers)
 }
 
 // peerTable prints the sessions, then for each one that is not
 // established (or has flapped) why, as `birdc show protocols all` does.
-func peerTable(w io.Writer, peers []Peer) error {
+func peerTable(w io.Writer, peers []api.Peer) error {
 	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "FLAPS", "FAMILIES")
 	for _, p := range peers {
 		uptime := "-"
@@ -629,7 +664,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		return err
 	}
 	if *asJSON {
-		st.Peers = nonNil(st.Peers)
+		st.Peers = api.NonNil(st.Peers)
 		return c.printJSON(st)
 	}
 	fmt.Fprintln(c.stdout, "Peers:")
@@ -697,7 +732,7 @@ func (c *cli) status(ctx context.Context, args []string) error {
 		}
 	}
 	for _, e := range st.Errors {
-		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(oneLine(e)))
+		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(api.OneLine(e)))
 	}
 	return nil
 }
@@ -739,11 +774,4 @@ func oneID(cmd string, pos []string) (int64, error) {
 		return 0, usagef(cmd, "%q is not a rule ID", pos[0])
 	}
 	return id, nil
-}
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
 }

@@ -10,13 +10,15 @@
 //
 // The instrumented packages do not import Prometheus; only this package and
 // main.go do.
-package api
+package metrics
 
 import (
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,19 +46,19 @@ type Metrics struct {
 	apiRequests    *prometheus.CounterVec
 	apiDuration    *prometheus.HistogramVec
 
-	// totals sums the passes since NewMetrics, for GET /v1/status.
+	// totals sums the passes since New, for GET /v1/status.
 	totalsMu sync.Mutex
-	totals   Totals
+	totals   api.Totals
 }
 
-// NewMetrics returns Metrics on a fresh registry that also carries the Go runtime
+// New returns Metrics on a fresh registry that also carries the Go runtime
 // and process collectors. A nil log discards logs.
-func NewMetrics(log hclog.Logger) *Metrics {
+func New(log hclog.Logger) *Metrics {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	m := &Metrics{
-		totals: Totals{Started: time.Now().UTC()},
+		totals: api.Totals{Started: time.Now().UTC()},
 		log:    log,
 		reg:    prometheus.NewRegistry(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -157,9 +159,9 @@ func (m *Metrics) PassDone(p reconcile.PassResult) {
 	m.lastPass.Set(float64(p.Started.UnixNano()) / 1e9)
 }
 
-// PassTotals sums the passes heard since NewMetrics (drift counters are
+// PassTotals sums the passes heard since New (drift counters are
 // left zero: they are the reconciler's).
-func (m *Metrics) PassTotals() Totals {
+func (m *Metrics) PassTotals() api.Totals {
 	m.totalsMu.Lock()
 	defer m.totalsMu.Unlock()
 	return m.totals

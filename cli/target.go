@@ -1,4 +1,4 @@
-package api
+package cli
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/config"
 )
 
@@ -17,8 +18,8 @@ import (
 // $RIBKEEPER_TOKEN.
 var connectionFlags = map[string]bool{"socket": true, "config": true, "url": true, "token-file": true, "ca-file": true}
 
-// ClientMain runs a client command (args exclude the program name, e.g.
-// "rule list --url https://rk1:8443") and returns the exit code as RunCLI
+// Main runs a client command (args exclude the program name, e.g.
+// "rule list --url https://rk1:8443") and returns the exit code as Run
 // does. The daemon is reached over TCP with --url URL (or $RIBKEEPER_URL),
 // a bearer token from --token-file FILE, $RIBKEEPER_TOKEN_FILE or
 // $RIBKEEPER_TOKEN, and --ca-file FILE (or $RIBKEEPER_CACERT) for a private
@@ -26,7 +27,7 @@ var connectionFlags = map[string]bool{"socket": true, "config": true, "url": tru
 // control socket: --socket PATH, the [api] socket of --config FILE,
 // $RIBKEEPER_SOCKET, or ./data/ribkeeper.sock. Commands and output are the
 // same either way.
-func ClientMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := args[0]
 	flags := map[string]string{}
 	var rest []string
@@ -57,10 +58,10 @@ func ClientMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	c, err := connect(flags)
 	if err != nil {
-		fmt.Fprintf(stderr, "ribkeeper %s: %s\n", cmd, safeText(oneLine(err.Error())))
+		fmt.Fprintf(stderr, "ribkeeper %s: %s\n", cmd, safeText(api.OneLine(err.Error())))
 		return exitUsage
 	}
-	return RunCLIWith(ctx, c, rest, stdout, stderr)
+	return RunWith(ctx, c, rest, stdout, stderr)
 }
 
 // connect builds the client the connection flags (and the environment) ask for.

@@ -1,4 +1,4 @@
-package api
+package cli
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/ribkeeper/ribkeeper/api"
 )
 
 // route runs "route add|list|withdraw": RTBH routes are rules of the
@@ -90,14 +92,14 @@ func (c *cli) routeList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	routes := []Rule{}
+	routes := []api.Rule{}
 	for _, r := range rules {
 		if strings.HasSuffix(r.Family, "-unicast") {
 			routes = append(routes, r)
 		}
 	}
 	if *asJSON {
-		return c.printJSON(ruleList{Rules: routes})
+		return c.printJSON(api.RuleList{Rules: routes})
 	}
 	t := newTable(c.stdout, "ID", "STATE", "ROUTE", "EXPIRES", "ANNOUNCED", "REASON")
 	now := c.now()

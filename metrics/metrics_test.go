@@ -1,4 +1,4 @@
-package api_test
+package metrics_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -60,7 +61,7 @@ func mxValue(t *testing.T, reg prometheus.Gatherer, name string, want map[string
 }
 
 type mxRig struct {
-	m    *api.Metrics
+	m    *metrics.Metrics
 	st   *store.Store
 	sp   *bgp.Speaker
 	peer *bgp.Speaker
@@ -85,7 +86,7 @@ func newMxRig(t *testing.T) *mxRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	log := hclog.New(&hclog.LoggerOptions{Output: hclog.DefaultOutput, Level: hclog.Warn})
-	m := api.NewMetrics(log)
+	m := metrics.New(log)
 
 	dir := t.TempDir()
 	st, err := store.Open(ctx, store.Config{Path: filepath.Join(dir, "rk.db"), Site: "test"})
@@ -114,7 +115,7 @@ func newMxRig(t *testing.T) *mxRig {
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		Recorder: m, SettleTimeout: 200 * time.Millisecond, RetryBase: 10 * time.Millisecond,
 	})
-	m.Watch(api.MetricsSources{Rules: st, Drift: rec, Speaker: sp})
+	m.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
 	srv := api.New(log.Named("api"), st, sp, api.WithMetrics(m.Handler(), m), api.WithReconciler(rec))
 	sock := filepath.Join(dir, "rk.sock")
 	go rec.Run(ctx)
@@ -228,8 +229,20 @@ func TestEveryMetricMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mxEventually(t, 5*time.Second, "desired path in the RIB", func() bool { _, ok := r.sp.Lookup(desired.Match); return ok })
-	time.Sleep(300 * time.Millisecond) // let a pass see it in the RIB
+	// Announced is what a pass observed in the RIB: from then on, the
+	// path going missing is drift.
+	mxEventually(t, 30*time.Second, "a pass observed the desired path in the RIB", func() bool {
+		rules, err := r.st.ActiveRules(context.Background())
+		if err != nil {
+			return false
+		}
+		for _, rl := range rules {
+			if rl.Rule.Match == desired.Match && rl.Announced {
+				return true
+			}
+		}
+		return false
+	})
 	ctx := context.Background()
 	if err := r.sp.Withdraw(ctx, []flowspec.Match{desired.Match})[0]; err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package reconcile
 import (
 	"cmp"
 	"context"
-	"errors"
-	"iter"
 	"slices"
 	"time"
 
@@ -12,36 +10,13 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// DeltaReader is optionally implemented by a Desired that can say what
-// changed since a revision (store.Store does). With it the reconciler keeps
-// a copy of the active rules and, between full re-reads, reads only the
-// rules that changed: a pass woken at 100,000 rules with nothing changed
-// costs one indexed lookup instead of reading every row.
-type DeltaReader interface {
-	// Revision returns the newest revision. Read before a full read,
-	// ChangedSince(it) afterwards misses nothing.
-	Revision(ctx context.Context) (int64, error)
-	// ChangedSince returns the rules changed after rev.
-	ChangedSince(ctx context.Context, rev int64) (store.Delta, error)
-	// RevisionSettle is how long a revision must be re-read behind the
-	// newest one seen (commits can land out of id order; 0 if they cannot).
-	RevisionSettle() time.Duration
-}
-
-// Generationer is optionally implemented by a Speaker whose mirror counts
-// its changes (bgp.Speaker does): equal readings mean nothing changed.
-type Generationer interface {
-	Generation() uint64
-}
-
-// DefaultFullReadInterval is how often the loop re-reads every desired row
-// even though the store's revisions say nothing changed.
-const DefaultFullReadInterval = DefaultResyncInterval
-
-// desiredCache is the reconciler's copy of the active rules for this site,
-// indexed by id, by Match and by expiry, so that a change to one rule costs
-// work for that rule only.
-type desiredCache struct {
+// source is the desired-state source, one of the reconciler's named parts:
+// its copy of the active rules for this site, indexed by id, by Match and by
+// expiry, so that a change to one rule costs work for that rule only. It is
+// brought up to date by a full read (the first pass, the periodic resync,
+// after a store error) or by the rules changed since a revision (every other
+// pass), and says which Matches those changes touched.
+type source struct {
 	// byID points into the rows of the last full read, or to copies of
 	// rows read since: no allocation per row on a full read.
 	byID map[int64]*row
@@ -49,11 +24,8 @@ type desiredCache struct {
 	// store breaks its own uniqueness).
 	byMatch map[flowspec.Match]ids
 	expiry  expiryHeap
-	// rev is the revision the copy is complete up to; seen remembers
-	// recent revisions with when they were seen, to re-read behind them
-	// while commits may still land (PostgreSQL).
-	rev  int64
-	seen []seenRev
+	// rev is the revision the copy is complete up to.
+	rev int64
 	// fullAt is when every row was last read.
 	fullAt time.Time
 	ok     bool
@@ -79,7 +51,7 @@ type statusWrite struct {
 }
 
 // wrote records that the store holds st for row id since at.
-func (c *desiredCache) wrote(id int64, st ruleStatus, at time.Time) {
+func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 	rw, ok := c.byID[id]
 	if !ok {
 		return
@@ -113,15 +85,15 @@ const (
 	rowWithdraw  = 1 << iota // WithdrawRequested
 	rowFinal                 // State set and not Active
 	rowAnnounced             // this site's status: announced
-	rowAdopted               // the reconciler found its path in the RIB as wanted (desiredCache.adopted)
+	rowAdopted               // the reconciler found its path in the RIB as wanted (source.adopted)
 	rowSeen                  // its path was seen in the RIB with its Action (drift counts; see announce)
 	rowShared                // its Match has other rows too (the store broke its own uniqueness)
-	rowExtra                 // in desiredCache.extra, not in rows
+	rowExtra                 // in source.extra, not in rows
 	rowStale                 // replaced or gone: no longer in byID
 )
 
 // rowKept are the flags the reconciler keeps on a row read again with the
-// same lifecycle (desiredCache.apply).
+// same lifecycle (source.apply).
 const rowKept = rowAdopted | rowSeen | rowShared
 
 // rowOf compacts a stored rule.
@@ -208,47 +180,30 @@ func (s ids) remove(id int64) ids {
 
 func (s ids) empty() bool { return s.one == 0 && len(s.more) == 0 }
 
-type seenRev struct {
-	at  time.Time
-	rev int64
-}
-
-// read refreshes the copy: every row when full is set, when there is no
-// copy yet or when d cannot say what changed; otherwise only what changed
-// since the copy's revision. all reports a complete re-read; otherwise
-// dirty is called with the Match of every row that changed (before and
-// after the change). changed reports whether the rows may differ from the
-// last call's, and gone is called with the id of every row that left. On
-// an error the copy is left as it was.
+// read refreshes the copy: every row when full is set or when there is no
+// copy yet; otherwise only what changed since the copy's revision. all
+// reports a complete re-read; otherwise dirty is called with the Match of
+// every row that changed (before and after the change). changed reports
+// whether the rows may differ from the last call's. On an error the copy is
+// left as it was.
 //
 // snap, when not nil, is a complete read made off the loop (readSnapshot):
 // the copy is replaced by it and brought up to date with what changed
 // since it was taken, which costs the loop no more than an incremental
 // read. If that catching up fails, the copy stays as it was.
-func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full bool, snap *snapshot, dirty func(flowspec.Match), gone func(int64)) (changed, all bool, err error) {
-	dr, incremental := d.(DeltaReader)
-	if snap != nil && incremental && c.ok {
+func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, snap *snapshot, dirty func(flowspec.Match)) (changed, all bool, err error) {
+	if snap != nil && c.ok {
 		if snap.err != nil {
 			return false, false, snap.err
 		}
-		oldRev, oldSeen := c.rev, slices.Clone(c.seen)
-		if dr.RevisionSettle() > 0 {
-			// Revisions seen since the snapshot's were read into the
-			// old copy, not into the snapshot: re-read from before it.
-			c.rev = min(c.rev, snap.rev)
-			c.seen = slices.DeleteFunc(c.seen, func(s seenRev) bool { return s.rev >= snap.rev })
-			c.seen = append(c.seen, seenRev{at: snap.at, rev: snap.rev})
-		} else {
-			c.rev, c.seen = snap.rev, c.seen[:0]
-		}
-		delta, err := c.fetch(ctx, dr, now)
+		delta, err := d.ChangedSince(ctx, snap.rev)
 		if err != nil {
-			c.rev, c.seen = oldRev, oldSeen
 			return false, false, err
 		}
 		old := c.byID
 		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
 		c.rows, c.extra, c.staleExtra = snap.rows, nil, 0
+		c.rev = max(snap.rev, delta.Next)
 		// Status writes move no revision: the snapshot does not hold
 		// those that returned after it started, and the catching up
 		// below does not re-read them. What was written takes precedence.
@@ -262,76 +217,38 @@ func (c *desiredCache) read(ctx context.Context, d Desired, now time.Time, full 
 			}
 		}
 		c.writes = c.writes[:0]
-		c.apply(delta, func(flowspec.Match) {}, gone)
+		c.apply(delta, func(flowspec.Match) {})
 		c.fullAt = snap.at
 		return true, true, nil
 	}
-	if !incremental || full || !c.ok {
-		var rev int64
-		if incremental {
-			if rev, err = dr.Revision(ctx); err != nil {
-				return false, false, err
-			}
+	if full || !c.ok {
+		rev, err := d.Revision(ctx)
+		if err != nil {
+			return false, false, err
 		}
 		rows, err := d.ActiveRules(ctx)
 		if err != nil {
 			return false, false, err
 		}
-		if c.ok && dr != nil && dr.RevisionSettle() > 0 {
-			// Commits behind rev may still land: keep re-reading from
-			// the bound that had settled before this read.
-			c.seen = append(c.seen, seenRev{at: now, rev: rev})
-		} else {
-			c.rev, c.seen = rev, c.seen[:0]
-		}
+		c.rev = rev
 		c.load(rows)
-		if !incremental {
-			c.writes = c.writes[:0] // no snapshot without revisions
-		}
 		c.ok, c.fullAt = true, now
 		return true, true, nil
 	}
-	delta, err := c.fetch(ctx, dr, now)
+	delta, err := d.ChangedSince(ctx, c.rev)
 	if err != nil {
 		return false, false, err
 	}
-	if !c.apply(delta, dirty, gone) {
+	c.rev = max(c.rev, delta.Next)
+	if !c.apply(delta, dirty) {
 		return false, false, nil
 	}
 	return true, false, nil
 }
 
-// fetch reads what changed since the copy's revision and moves the
-// revision on; on an error nothing changes.
-func (c *desiredCache) fetch(ctx context.Context, dr DeltaReader, now time.Time) (store.Delta, error) {
-	settle := dr.RevisionSettle()
-	from := c.rev
-	for _, s := range c.seen {
-		// Re-read behind each revision seen until it settled.
-		if now.Sub(s.at) >= settle {
-			from = max(from, s.rev)
-		}
-	}
-	delta, err := dr.ChangedSince(ctx, from)
-	if err != nil {
-		return store.Delta{}, err
-	}
-	if settle > 0 {
-		c.seen = slices.DeleteFunc(c.seen, func(s seenRev) bool { return s.rev <= from })
-		if delta.Next > from && (len(c.seen) == 0 || c.seen[len(c.seen)-1].rev < delta.Next) {
-			c.seen = append(c.seen, seenRev{at: now, rev: delta.Next})
-		}
-		// c.rev stays the settled lower bound.
-		c.rev = from
-	} else {
-		c.rev = max(c.rev, delta.Next)
-	}
-	return delta, nil
-}
-
 // apply brings the copy up to date with delta and reports whether any
 // row changed in what a pass looks at.
-func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone func(int64)) (changed bool) {
+func (c *source) apply(delta store.Delta, dirty func(flowspec.Match)) (changed bool) {
 	for _, id := range delta.Gone {
 		if old, ok := c.byID[id]; ok {
 			changed = true
@@ -340,7 +257,6 @@ func (c *desiredCache) apply(delta store.Delta, dirty func(flowspec.Match), gone
 			delete(c.byID, id)
 			c.stale(old)
 		}
-		gone(id)
 	}
 	for i := range delta.Active {
 		r := rowOf(&delta.Active[i])
@@ -390,17 +306,12 @@ type snapshot struct {
 	rows    []row
 }
 
-// readSnapshot reads every active row of d (a DeltaReader) and indexes
-// them. It touches nothing of the reconciler: it runs on its own
-// goroutine while the loop goes on.
+// readSnapshot reads every active row of d and indexes them. It touches
+// nothing of the reconciler: it runs on its own goroutine while the loop
+// goes on.
 func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapshot {
 	s := &snapshot{at: now()}
-	dr, ok := d.(DeltaReader)
-	if !ok {
-		s.err = errors.New("reconcile: store cannot say what changed")
-		return s
-	}
-	if s.rev, s.err = dr.Revision(ctx); s.err != nil {
+	if s.rev, s.err = d.Revision(ctx); s.err != nil {
 		return s
 	}
 	rows, err := d.ActiveRules(ctx)
@@ -408,7 +319,7 @@ func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapsho
 		s.err = err
 		return s
 	}
-	var c desiredCache
+	var c source
 	c.load(rows)
 	s.byID, s.byMatch, s.expiry, s.rows = c.byID, c.byMatch, c.expiry, c.rows
 	s.took = now().Sub(s.at)
@@ -424,7 +335,7 @@ func sameLifecycle(a, b *row) bool {
 }
 
 // load replaces the copy with rows (compacted; rows is not kept).
-func (c *desiredCache) load(rows []store.Rule) {
+func (c *source) load(rows []store.Rule) {
 	compact := make([]row, len(rows))
 	for i := range rows {
 		compact[i] = rowOf(&rows[i])
@@ -433,7 +344,7 @@ func (c *desiredCache) load(rows []store.Rule) {
 }
 
 // loadRows replaces the copy with rows, pointing into them.
-func (c *desiredCache) loadRows(rows []row) {
+func (c *source) loadRows(rows []row) {
 	// Fresh tables: a map keeps its largest size, and the old rows are
 	// garbage once the tables no longer point into them.
 	old := c.byID
@@ -465,7 +376,7 @@ func (c *desiredCache) loadRows(rows []row) {
 // that follows sets it again on every path it adopts, and a path found
 // missing or changed by that very pass counts as added or updated, not
 // as drift.
-func (c *desiredCache) carry(old map[int64]*row) {
+func (c *source) carry(old map[int64]*row) {
 	if len(old) == 0 {
 		return
 	}
@@ -482,7 +393,7 @@ func (c *desiredCache) carry(old map[int64]*row) {
 
 // stale marks r, just taken out of byID, as no longer a row of the copy
 // (see rows), and drops what it holds.
-func (c *desiredCache) stale(r *row) {
+func (c *source) stale(r *row) {
 	if r.flags&rowExtra != 0 {
 		c.staleExtra++
 	}
@@ -498,7 +409,7 @@ func (c *desiredCache) stale(r *row) {
 // it in memory order. It doubles the rows each
 // time, so its cost stays proportional to the rows added. Only between
 // passes: it moves the rows byID points to.
-func (c *desiredCache) compactRows() {
+func (c *source) compactRows() {
 	if n := len(c.extra) - c.staleExtra; n < bigScratch || n < len(c.rows) {
 		return
 	}
@@ -525,7 +436,7 @@ func (c *desiredCache) compactRows() {
 
 // share sets rowShared on the rows of m when it has several, clears it
 // when it has one.
-func (c *desiredCache) share(m flowspec.Match) {
+func (c *source) share(m flowspec.Match) {
 	s := c.byMatch[m]
 	shared := len(s.more) > 0
 	s.each(func(id int64) {
@@ -539,7 +450,7 @@ func (c *desiredCache) share(m flowspec.Match) {
 	})
 }
 
-func (c *desiredCache) index(r *row) {
+func (c *source) index(r *row) {
 	s := c.byMatch[r.Match].add(r.ID)
 	c.byMatch[r.Match] = s
 	if len(s.more) > 0 {
@@ -552,7 +463,7 @@ func (c *desiredCache) index(r *row) {
 
 // unindex removes r from byMatch; its expiry entry goes stale and is
 // dropped lazily (see valid).
-func (c *desiredCache) unindex(r *row) {
+func (c *source) unindex(r *row) {
 	c.unadopt(r)
 	r.flags &^= rowShared
 	s := c.byMatch[r.Match].remove(r.ID)
@@ -564,7 +475,7 @@ func (c *desiredCache) unindex(r *row) {
 	}
 }
 
-func (c *desiredCache) rebuildExpiry() {
+func (c *source) rebuildExpiry() {
 	c.expiry = c.expiry[:0]
 	for _, r := range c.byID {
 		if expiring(r) {
@@ -575,7 +486,7 @@ func (c *desiredCache) rebuildExpiry() {
 }
 
 // each calls fn with every row of the copy, in memory order.
-func (c *desiredCache) each(fn func(*row) bool) bool {
+func (c *source) each(fn func(*row) bool) bool {
 	for i := range c.rows {
 		if r := &c.rows[i]; r.flags&rowStale == 0 && !fn(r) {
 			return false
@@ -589,19 +500,8 @@ func (c *desiredCache) each(fn func(*row) bool) bool {
 	return true
 }
 
-// all returns the copy's rows, in no particular order.
-func (c *desiredCache) all() iter.Seq[*row] {
-	return func(yield func(*row) bool) {
-		for _, r := range c.byID {
-			if !yield(r) {
-				return
-			}
-		}
-	}
-}
-
 // rowsOf appends the rows of Match m to buf.
-func (c *desiredCache) rowsOf(m flowspec.Match, buf []*row) []*row {
+func (c *source) rowsOf(m flowspec.Match, buf []*row) []*row {
 	c.byMatch[m].each(func(id int64) { buf = append(buf, c.byID[id]) })
 	return buf
 }
@@ -613,7 +513,7 @@ func expiring(r *row) bool {
 }
 
 // valid reports whether e still describes a row of the copy.
-func (c *desiredCache) valid(e expiryEntry) bool {
+func (c *source) valid(e expiryEntry) bool {
 	r, ok := c.byID[e.id]
 	return ok && expiring(r) && r.expires == e.at
 }
@@ -621,7 +521,7 @@ func (c *desiredCache) valid(e expiryEntry) bool {
 // due calls fn with the Match of every row whose ExpiresAt has come by now
 // and forgets them: from now on they are retiring, which the view of
 // their Match shows once it is refreshed.
-func (c *desiredCache) due(now time.Time, fn func(flowspec.Match)) {
+func (c *source) due(now time.Time, fn func(flowspec.Match)) {
 	t := now.UnixNano()
 	for len(c.expiry) > 0 && c.expiry[0].at <= t {
 		e := c.expiry.pop()
@@ -633,7 +533,7 @@ func (c *desiredCache) due(now time.Time, fn func(flowspec.Match)) {
 
 // nextExpiry returns the nearest ExpiresAt among the rows that are not
 // retiring yet (after due), zero if none.
-func (c *desiredCache) nextExpiry() time.Time {
+func (c *source) nextExpiry() time.Time {
 	for len(c.expiry) > 0 {
 		if e := c.expiry[0]; c.valid(e) {
 			return c.byID[e.id].expiresAt()
@@ -708,7 +608,7 @@ func (h expiryHeap) down(i int) {
 }
 
 // unadopt clears r's rowAdopted flag.
-func (c *desiredCache) unadopt(r *row) {
+func (c *source) unadopt(r *row) {
 	if r.flags&rowAdopted != 0 {
 		r.flags &^= rowAdopted
 		c.adopted--

@@ -1,4 +1,4 @@
-package api
+package cli
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/api"
 )
 
 // DefaultClientTimeout bounds each Client request when NewClient is given 0.
@@ -28,6 +30,9 @@ type Client struct {
 	token   string // bearer token sent over TCP; "" for none
 	timeout time.Duration
 	hc      *http.Client
+	// PageSize is the page the commands that walk a whole list ask for
+	// (0: api.DefaultPage).
+	PageSize int
 }
 
 // NewClient returns a client for the daemon listening at socketPath. Each
@@ -70,7 +75,7 @@ func NewTCPClient(t TCPTarget, timeout time.Duration) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
 		return nil, fmt.Errorf("URL %q is not a base URL such as https://rk.example.net:8443", t.URL)
 	}
-	if u.Scheme == "http" && t.Token != "" && !isLoopback(u.Hostname()) {
+	if u.Scheme == "http" && t.Token != "" && !api.IsLoopback(u.Hostname()) {
 		return nil, fmt.Errorf("refusing to send the token in clear to %s: use an https URL ([api] tls_cert on the daemon)", u.Host)
 	}
 	if u.Scheme == "http" && t.CAFile != "" {
@@ -114,35 +119,35 @@ func (e *UnreachableError) Error() string {
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // AddRule adds or updates a rule; created reports which.
-func (c *Client) AddRule(ctx context.Context, req AddRuleRequest) (r Rule, created bool, err error) {
+func (c *Client) AddRule(ctx context.Context, req api.AddRuleRequest) (r api.Rule, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/v1/rules", req, &r)
 	return r, status == http.StatusCreated, err
 }
 
 // AddRules adds or updates several rules in one transaction, all or none,
 // and returns them in request order.
-func (c *Client) AddRules(ctx context.Context, reqs []AddRuleRequest) ([]Rule, error) {
-	var out ruleList
-	_, err := c.do(ctx, http.MethodPost, "/v1/rules/batch", AddRulesRequest{Rules: reqs}, &out)
+func (c *Client) AddRules(ctx context.Context, reqs []api.AddRuleRequest) ([]api.Rule, error) {
+	var out api.RuleList
+	_, err := c.do(ctx, http.MethodPost, "/v1/rules/batch", api.AddRulesRequest{Rules: reqs}, &out)
 	return out.Rules, err
 }
 
 // History returns a rule's audit trail, oldest first.
-func (c *Client) History(ctx context.Context, id int64) ([]Event, error) {
-	var out eventList
+func (c *Client) History(ctx context.Context, id int64) ([]api.Event, error) {
+	var out api.EventList
 	_, err := c.do(ctx, http.MethodGet, "/v1/rules/"+strconv.FormatInt(id, 10)+"/history", nil, &out)
 	return out.Events, err
 }
 
 // ListRules lists rules in state (every state when "").
-func (c *Client) ListRules(ctx context.Context, state string) ([]Rule, error) {
+func (c *Client) ListRules(ctx context.Context, state string) ([]api.Rule, error) {
 	return c.ListRulesOrdered(ctx, state, "")
 }
 
 // ListRulesOrdered lists rules in the given order: "" or "id" (newest
 // first), or "precedence" (the order routers apply them, with ShadowedBy
 // set on rules that can never apply).
-func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]Rule, error) {
+func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]api.Rule, error) {
 	q := url.Values{}
 	if state != "" {
 		q.Set("state", state)
@@ -154,7 +159,7 @@ func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]R
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out ruleList
+	var out api.RuleList
 	_, err := c.do(ctx, http.MethodGet, path, nil, &out)
 	return out.Rules, err
 }
@@ -162,7 +167,7 @@ func (c *Client) ListRulesOrdered(ctx context.Context, state, order string) ([]R
 // ListRulesPage returns one page of the rules in state (every state when
 // "") newest first, after the id cursor after (0: from the newest), and
 // the cursor of the next page (0 after the last page).
-func (c *Client) ListRulesPage(ctx context.Context, state string, after int64, limit int) (rules []Rule, next int64, err error) {
+func (c *Client) ListRulesPage(ctx context.Context, state string, after int64, limit int) (rules []api.Rule, next int64, err error) {
 	q := url.Values{}
 	if state != "" {
 		q.Set("state", state)
@@ -171,15 +176,15 @@ func (c *Client) ListRulesPage(ctx context.Context, state string, after int64, l
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
 	}
-	var out ruleList
+	var out api.RuleList
 	_, err = c.do(ctx, http.MethodGet, "/v1/rules?"+q.Encode(), nil, &out)
 	return out.Rules, out.Next, err
 }
 
 // ListAllRules walks every page of the rules in state, newest first, page
 // rules per request: each rule that existed when it started comes once.
-func (c *Client) ListAllRules(ctx context.Context, state string, page int) ([]Rule, error) {
-	var all []Rule
+func (c *Client) ListAllRules(ctx context.Context, state string, page int) ([]api.Rule, error) {
+	var all []api.Rule
 	var after int64
 	for {
 		rules, next, err := c.ListRulesPage(ctx, state, after, page)
@@ -195,36 +200,43 @@ func (c *Client) ListAllRules(ctx context.Context, state string, page int) ([]Ru
 }
 
 // GetRule returns one rule.
-func (c *Client) GetRule(ctx context.Context, id int64) (Rule, error) {
-	var r Rule
+func (c *Client) GetRule(ctx context.Context, id int64) (api.Rule, error) {
+	var r api.Rule
 	_, err := c.do(ctx, http.MethodGet, "/v1/rules/"+strconv.FormatInt(id, 10), nil, &r)
 	return r, err
 }
 
 // WithdrawRule asks for a rule to be withdrawn and returns it.
-func (c *Client) WithdrawRule(ctx context.Context, id int64) (Rule, error) {
-	var r Rule
+func (c *Client) WithdrawRule(ctx context.Context, id int64) (api.Rule, error) {
+	var r api.Rule
 	_, err := c.do(ctx, http.MethodDelete, "/v1/rules/"+strconv.FormatInt(id, 10), nil, &r)
 	return r, err
 }
 
 // RIB returns the paths in the daemon's RIB mirror.
-func (c *Client) RIB(ctx context.Context) ([]Path, error) {
-	var out pathList
+func (c *Client) RIB(ctx context.Context) ([]api.Path, error) {
+	var out api.PathList
 	_, err := c.do(ctx, http.MethodGet, "/v1/rib", nil, &out)
 	return out.Paths, err
 }
 
 // Peers returns the BGP neighbors.
-func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
-	var out peerList
+func (c *Client) Peers(ctx context.Context) ([]api.Peer, error) {
+	var out api.PeerList
 	_, err := c.do(ctx, http.MethodGet, "/v1/peers", nil, &out)
 	return out.Peers, err
 }
 
+// Whoami returns who the daemon sees making the request and its scope.
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var out api.Whoami
+	_, err := c.do(ctx, http.MethodGet, "/v1/whoami", nil, &out)
+	return out, err
+}
+
 // Status returns the daemon's status: peers, rule counts, last pass.
-func (c *Client) Status(ctx context.Context) (Status, error) {
-	var out Status
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var out api.Status
 	_, err := c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
 	return out, err
 }
@@ -263,9 +275,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		return resp.StatusCode, c.transportError(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var eb errorBody
+		var eb api.ErrorBody
 		if json.Unmarshal(data, &eb) != nil || eb.Error == nil || eb.Error.Message == "" {
-			return resp.StatusCode, &Error{Status: resp.StatusCode, Code: CodeInternal,
+			return resp.StatusCode, &api.Error{Status: resp.StatusCode, Code: api.CodeInternal,
 				Message: fmt.Sprintf("unexpected answer from the daemon: %s", resp.Status)}
 		}
 		eb.Error.Status = resp.StatusCode
