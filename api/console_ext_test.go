@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/config"
 )
 
 // Validation parses and checks as adding does, with the same errors, and
@@ -134,4 +135,18 @@ func TestCLIValidate(t *testing.T) {
 	if n := ts.rules.count(); n != 0 {
 		t.Errorf("validation stored %d rules", n)
 	}
+}
+
+// A scoped token's validation refuses what adding would: a rule outside
+// its prefixes or with an action it may not use.
+func TestValidateScoped(t *testing.T) {
+	ss := newScopedServer(t, config.Guardrails{})
+	code, body := ss.do(t, custSecret, "POST", "/v1/validate", `{"text": "match destination 192.0.2.7/32 then discard"}`)
+	if code != http.StatusOK {
+		t.Errorf("in scope: %d %s", code, body)
+	}
+	code, body = ss.do(t, custSecret, "POST", "/v1/validate", `{"text": "match destination 198.51.100.7/32 then discard"}`)
+	refused(t, "outside the prefixes", code, body, "192.0.2.0/24")
+	code, body = ss.do(t, custSecret, "POST", "/v1/validate", `{"text": "match destination 192.0.2.7/32 then redirect 65000:1"}`)
+	refused(t, "an action it may not use", code, body, "redirect")
 }

@@ -27,7 +27,8 @@ type Validation struct {
 // validateRule handles POST /v1/validate: the same body as POST
 // /v1/rules, parsed by the same parser and refused with the same errors
 // (invalid_rule with the column of the offending word, invalid_ttl,
-// unsendable_rule, an unknown site), and nothing is stored. Guardrails
+// unsendable_rule, out_of_scope for a scoped token, an unknown site), and
+// nothing is stored. Guardrails
 // (quotas, the safelist) are checked only when a rule is stored.
 func (s *Server) validateRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req ruleRequest
@@ -37,6 +38,9 @@ func (s *Server) validateRule(w http.ResponseWriter, r *http.Request) (int, any,
 	in, err := s.input(req, "", actor(r))
 	if err != nil {
 		return 0, nil, err
+	}
+	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
+		return 0, nil, e
 	}
 	if err := s.knownSites(r.Context(), in); err != nil {
 		return 0, nil, err
