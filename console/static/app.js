@@ -221,6 +221,11 @@
     const who = $('#who');
     clear(who).append(el('span', {text: S.me.name}), ' ',
       el('span', {class: 'badge ' + (write ? 'b-write' : 'b-read'), text: write ? 'write' : 'read-only'}));
+    // A scoped token sees and changes only rules inside its prefixes.
+    if ((S.me.prefixes || []).length) {
+      who.append(' ', el('span', {class: 'scope', title: 'this token sees and changes only rules inside these prefixes',
+        text: 'scope ' + S.me.prefixes.join(', ')}));
+    }
     who.hidden = false;
     $('#logout').hidden = S.token === ''; // a listener without tokens has no login
     connectEvents();
