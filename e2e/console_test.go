@@ -20,6 +20,8 @@ import (
 const (
 	consoleWriteToken = "console-write-0123456789"
 	consoleReadToken  = "console-read-0123456789"
+	// consoleScopedToken is a read token that sees 198.51.100.0/24 only.
+	consoleScopedToken = "console-scoped-0123456789"
 )
 
 // chromium returns the path of Debian's chromium, or fails (CI) or skips
@@ -56,7 +58,12 @@ token = %q
 name = "viewer"
 role = "read"
 token = %q
-`, port, consoleWriteToken, consoleReadToken)
+[[api.token]]
+name = "customer"
+role = "read"
+token = %q
+prefixes = ["198.51.100.0/24"]
+`, port, consoleWriteToken, consoleReadToken, consoleScopedToken)
 	d, bird := startPair(t, pair{
 		rkAddr: "127.0.0.1", birdAddr: "127.0.0.2", site: "e2e", dir: dir,
 		store: api + fmt.Sprintf("[store]\npath = %q\n", filepath.Join(dir, "rk.db")),
@@ -417,6 +424,20 @@ func TestConsole(t *testing.T) {
 	b.step("the add page is not there for a read token", js(`location.hash = "#/add"`),
 		chromedp.WaitVisible(chromedp.CSS("#view-overview")))
 	b.shot("9-read-only-overview")
+
+	// A scoped token sees its prefixes, and only the rules inside them.
+	b.step("log out again", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-token")))
+	b.login(consoleScopedToken)
+	b.step("scoped rules page",
+		js(`location.hash = "#/rules"`),
+		chromedp.WaitVisible(chromedp.CSS(`#rules-table tr[data-rule="`+readID+`"]`)))
+	if n := eval[int](b, `document.querySelectorAll('#rules-table tr[data-rule="`+formID+`"]').length`); n != 0 {
+		t.Errorf("a token scoped to 198.51.100.0/24 sees rule %s (203.0.113.50)", formID)
+	}
+	if who := b.text("#who"); !strings.Contains(who, "198.51.100.0/24") {
+		t.Errorf("the header of a scoped token reads %q, want its prefix", who)
+	}
+	b.shot("10-scoped")
 	b.noProblems()
 }
 
