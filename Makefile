@@ -1,6 +1,6 @@
 # ribkeeper — see README.md. `make run` and `make test` work on a fresh machine
 # once Go and a C compiler (for SQLite) are present; `.ci/run` installs the
-# Debian packages the tests need (bird2, postgresql, frr, exabgp).
+# Debian packages the tests need (bird2, postgresql, frr, exabgp, chromium).
 
 GO      ?= go
 BIN     := bin/ribkeeper

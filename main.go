@@ -21,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/metrics"
@@ -189,14 +191,18 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	defer sp.Stop()
 
 	mx := metrics.New(log.Named("metrics"))
+	// The event stream (GET /v1/events) hears every pass: rules it
+	// finished, and the peer changes that woke it.
+	events := api.NewEvents(log.Named("events"), st, sp, time.Now)
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
 		MaxWithdrawPerPass: cfg.Reconcile.MaxWithdrawPerPass,
 		AnnounceRate:       cfg.Reconcile.AnnounceRate,
-		Recorder:           mx,
+		Recorder:           events.Recorder(mx),
 	})
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
+	series := api.NewSeries(log.Named("series"), api.SeriesSources{Rules: st, Drift: rec, Peers: sp}, 0, 0, time.Now)
 	guards := guard.New(cfg.Guardrails)
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.
@@ -213,7 +219,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
 	srv := api.New(log.Named("api"), api.GuardedEarly(st, guards, rec, cfg.Site), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
-		api.WithSendable(bgp.Sendable), api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second))
+		api.WithSendable(bgp.Sendable), api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
+		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
@@ -296,14 +303,33 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			}
 		}
 	})
+	goRun("events", events.Run)
+	goRun("series", series.Run)
 	goRun("api", func(ctx context.Context) error { return srv.Serve(ctx, cfg.API.Socket) })
 	if tcp != nil {
 		goRun("api tcp", func(ctx context.Context) error { return srv.ServeTCP(ctx, *tcp) })
+		log.Info("console: open it in a browser", "url", consoleURL(*tcp))
 	}
 	log.Info("serving", "socket", cfg.API.Socket, "bgp_port", cfg.BGP.ListenPort, "neighbors", len(cfg.Neighbors))
 	wg.Wait()
 	log.Info("stopped")
 	return firstErr
+}
+
+// consoleURL is where the TCP listener serves the console.
+func consoleURL(c api.TCPConfig) string {
+	scheme := "http"
+	if c.CertFile != "" {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return scheme + "://" + c.Addr + "/ui/"
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost" // listening everywhere: any of the host's names
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 // flowspecCmd encodes rule text to wire bytes and back, for operators

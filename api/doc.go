@@ -54,6 +54,17 @@
 //	                                "max_active_rules": N}: who the request acts as
 //	                                ("cli" over the socket) and its scope (empty
 //	                                lists and 0: unlimited)
+//	POST   /v1/validate             the body of POST /v1/rules, checked as it would be
+//	                                stored (same parser, same errors), nothing stored:
+//	                                200 {"valid": true, "family", "text" (canonical),
+//	                                "match", "action", "expires_at"}
+//	GET    /v1/events               server-sent events of rule, peer and pass changes,
+//	                                resumable with Last-Event-ID (see events.go;
+//	                                when WithEvents is given)
+//	GET    /v1/series               {"interval_seconds", "points": [...]}: active rules
+//	                                and drift repairs over time (when WithSeries is given)
+//	GET    /ui/                     the console's pages, on TCP only and without a
+//	                                token (when WithConsole is given; / redirects)
 //	GET    /metrics                 Prometheus metrics (when WithMetrics is given)
 //
 // A rule is

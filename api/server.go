@@ -77,6 +77,9 @@ type options struct {
 	passes          Passes
 	shutdown        Shutdowner
 	sendable        func(flowspec.Match) error
+	events          *Events      // console.go
+	series          *Series      // console.go
+	console         http.Handler // console.go
 }
 
 // RequestObserver is the metrics sink (implemented by *metrics.Metrics):
@@ -172,6 +175,9 @@ func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 		opt(&o)
 	}
 	s := &Server{log: log, rules: rules, rib: rib, opts: o}
+	if o.events != nil {
+		s.rules = nudgingRules{Rules: rules, e: o.events}
+	}
 	s.mux = s.routes()
 	s.inner = s.limitBody(jsonFallback(s.mux))
 	s.handler = s.instrument(s.recoverer(s.inner))

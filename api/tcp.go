@@ -97,5 +97,5 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 }
 
 func (s *Server) tcpHandler(ts *tokenSet) http.Handler {
-	return s.instrument(s.recoverer(s.authenticate(ts, s.inner)))
+	return s.instrument(s.recoverer(s.withConsole(s.authenticate(ts, s.inner))))
 }

@@ -26,10 +26,14 @@ type command struct {
 
 // commands lists every client command, in the order usages show them.
 var commands = []command{
-	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] 'match ... then ...'",
+	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] [--dry-run] 'match ... then ...'",
 		"Add a FlowSpec rule (or an RTBH route, 'route PREFIX then blackhole') and print its id. " +
 			"The same match again updates that rule: only what is given changes (--reason \"\" clears the reason). " +
+			"--dry-run: check it as 'rule validate' does, storing nothing. " +
 			"Rule text: README and flowspec/SYNTAX.md."},
+	{"rule validate", "[--ttl 10m|never] [--sites a,b] 'match ... then ...'",
+		"Check a rule as the daemon would store it (the same parser and errors, the column of the offending word) and print its canonical text; nothing is stored. " +
+			"Guardrails are checked only when a rule is added."},
 	{"rule list", "[--state active|withdrawing|withdrawn|expired] [--order precedence|id|expires] [--json]",
 		"List the stored rules, by default in the order routers apply them."},
 	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
@@ -202,11 +206,13 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "rule", "rules":
 		if len(args) < 2 {
-			return usagef("rule", "missing subcommand: add, list, show, withdraw or history")
+			return usagef("rule", "missing subcommand: add, validate, list, show, withdraw or history")
 		}
 		switch args[1] {
 		case "add":
 			return c.ruleAdd(ctx, args[2:])
+		case "validate", "check":
+			return c.ruleValidate(ctx, args[2:])
 		case "list", "ls":
 			return c.ruleList(ctx, args[2:])
 		case "show", "get":
@@ -220,7 +226,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 			fmt.Fprint(c.stdout, groupUsage("rule"))
 			return flag.ErrHelp
 		}
-		return usagef("rule", "unknown subcommand %q: use add, list, show, withdraw or history", args[1])
+		return usagef("rule", "unknown subcommand %q: use add, validate, list, show, withdraw or history", args[1])
 	case "route", "routes":
 		return c.route(ctx, args[1:])
 	case "rib":
@@ -293,6 +299,7 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
 	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
+	dryRun := fs.Bool("dry-run", false, "check the rule as 'rule validate' does and store nothing")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -304,6 +311,9 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	req, err := addRequest(fs, "rule add", strings.Join(pos, " "), *ttl, *reason, *sites)
 	if err != nil {
 		return err
+	}
+	if *dryRun {
+		return c.validate(ctx, req)
 	}
 	return c.addRule(ctx, req)
 }

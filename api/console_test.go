@@ -1,0 +1,171 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/reconcile"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// A client too slow to take its events is dropped (it reconnects with
+// Last-Event-ID); closing the stream ends every stream.
+func TestEventsSlowClientAndClose(t *testing.T) {
+	e := NewEvents(nil, nil, nil, nil)
+	_, slow, _ := e.subscribe(0, false)
+	_, fast, _ := e.subscribe(0, false)
+	for i := range subscriberBuffer + 1 {
+		e.emit(EventRules, rulesData{Changed: i})
+		if i < subscriberBuffer {
+			<-fast.ch
+		}
+	}
+	select {
+	case <-slow.gone:
+	default:
+		t.Fatalf("a client that took none of %d events is still subscribed", subscriberBuffer+1)
+	}
+	select {
+	case <-fast.gone:
+		t.Fatal("a client that keeps up was dropped")
+	default:
+	}
+	e.close()
+	<-fast.gone
+	if _, _, ok := e.subscribe(0, false); ok {
+		t.Error("subscribed to a closed stream")
+	}
+}
+
+// The stream of a running daemon ends when the daemon stops, and every
+// write through the API wakes the stream.
+func TestEventsRunEndsStreams(t *testing.T) {
+	feed := newFakeFeed()
+	e := NewEvents(nil, feed, nil, nil)
+	srv := New(nil, nil, nil, WithEvents(e))
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	// The state events start from, before Run (whose first poll may
+	// come after the change below: it then finds the change itself).
+	e.poll(ctx)
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+
+	s := openStream(t, hs.URL, "")
+	s.next() // hello
+	feed.set(7, store.Active)
+	e.Nudge() // as a write through the API does (TestEventsNudgedByWrites)
+	if ev := s.next(); ev.typ != EventRule || ruleOf(t, ev).ID != 7 {
+		t.Fatalf("got %s %s, want the rule", ev.typ, ev.data)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := io.ReadAll(s.r); err != nil {
+		t.Fatalf("the stream did not end cleanly when the daemon stopped: %v", err)
+	}
+}
+
+// writes is a desired state that takes every write (for the routes that
+// write) and holds rule 1.
+type writes struct{ Rules }
+
+func (writes) Upsert(_ context.Context, in store.Input) (store.Rule, bool, error) {
+	return store.Rule{ID: 1, Rule: in.Rule, State: store.Active}, true, nil
+}
+
+func (writes) UpsertMany(_ context.Context, ins []store.Input) ([]store.Rule, error) {
+	return []store.Rule{{ID: 1, Rule: ins[0].Rule, State: store.Active}}, nil
+}
+
+func (writes) Get(context.Context, int64) (store.Rule, error) {
+	return store.Rule{ID: 1, State: store.Active}, nil
+}
+
+func (writes) Withdraw(context.Context, int64, string) (store.Rule, error) {
+	return store.Rule{ID: 1, State: store.Active, WithdrawRequested: true}, nil
+}
+
+// API writes wake the event stream at once.
+func TestEventsNudgedByWrites(t *testing.T) {
+	const rule = "match destination 203.0.113.7/32 then discard"
+	e := NewEvents(nil, nil, nil, nil)
+	srv := New(nil, writes{}, nil, WithEvents(e))
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v1/rules", `{"text": "` + rule + `"}`},
+		{"POST", "/v1/rules/batch", `{"rules": [{"text": "` + rule + `"}]}`},
+		{"DELETE", "/v1/rules/1", ""},
+	} {
+		for len(e.wake) > 0 {
+			<-e.wake
+		}
+		w := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(w, httptest.NewRequest(req.method, req.path, strings.NewReader(req.body)))
+		if w.Code >= 300 {
+			t.Fatalf("%s %s: %d %s", req.method, req.path, w.Code, w.Body)
+		}
+		if len(e.wake) != 1 {
+			t.Errorf("%s %s did not wake the event stream", req.method, req.path)
+		}
+	}
+}
+
+type fakeCounts struct {
+	counts []store.Count
+	drift  reconcile.DriftCounts
+}
+
+func (f *fakeCounts) Counts(context.Context) ([]store.Count, error) { return f.counts, nil }
+func (f *fakeCounts) Drift() reconcile.DriftCounts                  { return f.drift }
+
+// The series keeps one point per sample, oldest first, bounded; drift
+// repairs are counted per sample.
+func TestSeries(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	src := &fakeCounts{}
+	peers := &fakePeers{}
+	se := NewSeries(nil, SeriesSources{Rules: src, Drift: src, Peers: peers}, time.Minute, 3, func() time.Time { return now })
+	ctx := context.Background()
+
+	src.counts = []store.Count{{State: store.Active, N: 5, Announced: true}, {State: store.Active, N: 2}, {State: store.Withdrawn, N: 9}}
+	src.drift = reconcile.DriftCounts{Readded: 2, OrphansWithdrawn: 1}
+	se.Sample(ctx)
+	now = now.Add(time.Minute)
+	src.drift.Replaced = 4
+	se.Sample(ctx)
+	now = now.Add(time.Minute)
+	se.Sample(ctx)
+	now = now.Add(time.Minute)
+	src.counts = nil
+	src.drift.Readded = 3
+	se.Sample(ctx)
+
+	srv := New(nil, nil, nil, WithSeries(se))
+	w := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/v1/series", nil))
+	var body SeriesBody
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 200 {
+		t.Fatalf("GET /v1/series: %d %s", w.Code, w.Body)
+	}
+	if body.IntervalSeconds != 60 || len(body.Points) != 3 {
+		t.Fatalf("series: %+v, want 3 points a minute apart", body)
+	}
+	start := time.Date(2026, 11, 24, 12, 1, 0, 0, time.UTC)
+	want := []SeriesPoint{
+		{At: start, Active: 7, Announced: 5, DriftRepairs: 4},
+		{At: start.Add(time.Minute), Active: 7, Announced: 5},
+		{At: start.Add(2 * time.Minute), DriftRepairs: 1},
+	}
+	for i, p := range body.Points {
+		if !p.At.Equal(want[i].At) || p.Active != want[i].Active || p.Announced != want[i].Announced || p.DriftRepairs != want[i].DriftRepairs {
+			t.Errorf("point %d = %+v, want %+v", i, p, want[i])
+		}
+	}
+}

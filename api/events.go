@@ -1,0 +1,629 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/reconcile"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// The event stream (GET /v1/events) is a server-sent event stream of
+// changes to rules and peers, for the console and for detectors and
+// scripts:
+//
+//	id: 1764021234567001
+//	event: rule
+//	data: {"id": 12, "state": "active", ...}
+//
+// Event types and their data:
+//
+//	hello  {"id": N}: the first event of a stream opened without
+//	       Last-Event-ID: load the state now, then apply what follows
+//	reset  {"id": N, "reason": "..."}: events were lost (the client's
+//	       Last-Event-ID is older than the events kept, or from an earlier
+//	       run of the daemon): load the state again
+//	rule   a rule (as GET /v1/rules/{id}, without delivery) that changed
+//	       in the store: added, updated, withdrawn, expired, by any
+//	       appliance sharing the store; a scoped token's stream has only
+//	       the rules it may see (for the others, an id line alone)
+//	rules  {"changed": N}: more rules changed at once than are sent one
+//	       by one (N counts the rules, or for a large bulk change the
+//	       store's history entries): list them again
+//	peer   a peer (as GET /v1/peers) whose session state changed;
+//	       state "removed" for a neighbor no longer configured
+//	pass   a reconcile pass (as GET /v1/status's last_pass) that changed
+//	       the RIB or the store, failed, or found a different number of
+//	       rules in the RIB as wanted (a rule's delivery changed)
+//
+// Ids increase monotonically and survive nothing: they start at the
+// daemon's start time in microseconds, so that an id of an earlier run is
+// older than every id of this one. A client that reconnects with the
+// header Last-Event-ID (or ?last_event_id=) gets every event after it that
+// is still kept (the last DefaultEventRing), or reset when one was lost.
+// A comment line is sent every 20 s to keep proxies from closing an idle
+// stream.
+
+// Event types of the stream.
+const (
+	EventHello = "hello"
+	EventReset = "reset"
+	EventRule  = "rule"
+	EventRules = "rules"
+	EventPeer  = "peer"
+	EventPass  = "pass"
+)
+
+// DefaultEventRing is how many recent events a stream keeps for clients
+// that reconnect.
+const DefaultEventRing = 1024
+
+// maxRuleEvents is how many rules changed at once are sent one by one;
+// beyond it a single rules event asks clients to list them again.
+const maxRuleEvents = 100
+
+// maxEntriesPerRule bounds the history entries (the change and its
+// status writes) one rule change usually makes: beyond maxRuleEvents times
+// as many new entries, the changed rules are not read at all.
+const maxEntriesPerRule = 4
+
+// subscriberBuffer is how many events may wait for a slow client before
+// its stream is closed (it reconnects with Last-Event-ID and misses
+// nothing that is still kept).
+const subscriberBuffer = 256
+
+// streamKeepalive is the interval of the comment lines of an idle stream.
+const streamKeepalive = 20 * time.Second
+
+// RuleFeed is what the event stream reads of the store (implemented by
+// *store.Store): the revision of desired state and what changed after
+// one.
+type RuleFeed interface {
+	Revision(ctx context.Context) (int64, error)
+	ChangedSince(ctx context.Context, rev int64) (store.Delta, error)
+	Get(ctx context.Context, id int64) (store.Rule, error)
+}
+
+// PeerFeed is what the event stream reads of the BGP speaker (implemented
+// by *bgp.Speaker).
+type PeerFeed interface {
+	Peers(ctx context.Context) ([]bgp.PeerStatus, error)
+}
+
+// streamEvent is one event as sent.
+type streamEvent struct {
+	id   uint64
+	typ  string
+	data []byte
+	// match is the rule's match for a rule event (zero otherwise): a
+	// scoped token's stream leaves out rules outside its prefixes.
+	match flowspec.Match
+}
+
+// Events is the event stream: a bounded ring of recent events and the
+// streams reading it. Run watches the sources; Nudge (API writes) and the
+// reconciler's passes (Recorder) wake it.
+type Events struct {
+	log   hclog.Logger
+	rules RuleFeed
+	peers PeerFeed
+	size  int
+	wake  chan struct{}
+
+	mu     sync.Mutex
+	ring   []streamEvent // circular, len(ring) == size once full
+	head   int           // index of the oldest event once full
+	last   uint64        // id of the newest event; base when none yet
+	base   uint64        // ids of this run are > base
+	subs   map[*subscriber]struct{}
+	closed bool
+	pass   *reconcile.PassResult // a pass to report, set by PassDone
+
+	// Owned by the goroutine calling poll.
+	rev       int64
+	revKnown  bool
+	lostTrack bool
+	peerSeen  map[string]string // address → what was last reported
+	peersRead bool
+}
+
+type subscriber struct {
+	ch   chan streamEvent
+	gone chan struct{} // closed when the hub drops the subscriber
+}
+
+// EventsOption tunes Events.
+type EventsOption func(*Events)
+
+// WithEventRing keeps n recent events for reconnecting clients (default
+// DefaultEventRing).
+func WithEventRing(n int) EventsOption {
+	return func(e *Events) {
+		if n > 0 {
+			e.size = n
+		}
+	}
+}
+
+// NewEvents returns an event stream over rules and peers (either may be
+// nil). now gives the time the first id is taken from (nil: time.Now).
+func NewEvents(log hclog.Logger, rules RuleFeed, peers PeerFeed, now func() time.Time, opts ...EventsOption) *Events {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	base := uint64(max(now().UnixMicro(), 0))
+	e := &Events{
+		log: log, rules: rules, peers: peers, size: DefaultEventRing,
+		wake: make(chan struct{}, 1), base: base, last: base,
+		subs: map[*subscriber]struct{}{},
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// Nudge asks Run to look for changes now; it never blocks.
+func (e *Events) Nudge() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run watches the sources until ctx is done, then ends every stream. It
+// reads the current state first (changes before it are not events), and
+// then at every Nudge and reconcile pass.
+func (e *Events) Run(ctx context.Context) error {
+	defer e.close()
+	e.poll(ctx)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.wake:
+		case <-retry.C:
+		}
+		if !e.poll(ctx) {
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// poll emits the events of what changed since the last poll; false when
+// a source could not be read (to be retried).
+func (e *Events) poll(ctx context.Context) bool {
+	ok := e.pollRules(ctx)
+	ok = e.pollPeers(ctx) && ok
+	e.mu.Lock()
+	p := e.pass
+	e.pass = nil
+	e.mu.Unlock()
+	if p != nil {
+		e.emit(EventPass, passFromReconcile(*p))
+	}
+	return ok
+}
+
+func (e *Events) pollRules(ctx context.Context) bool {
+	if e.rules == nil {
+		return true
+	}
+	if !e.revKnown {
+		rev, err := e.rules.Revision(ctx)
+		if err != nil {
+			// Streams opened meanwhile loaded a state this one cannot
+			// follow from: they get reset once the store answers.
+			e.lostTrack = true
+			e.readFailed("revision", err)
+			return false
+		}
+		e.rev, e.revKnown = rev, true
+		if e.lostTrack {
+			e.lostTrack = false
+			// Its data names its own id, as the reset of subscribe does.
+			e.emit(EventReset, resetData{ID: e.lastID() + 1, Reason: "the store could not be read for a while"})
+		}
+		return true
+	}
+	rev, err := e.rules.Revision(ctx)
+	if err != nil {
+		e.readFailed("revision", err)
+		return false
+	}
+	if rev <= e.rev {
+		return true
+	}
+	if rev-e.rev > maxRuleEvents*maxEntriesPerRule {
+		// A bulk change: do not read it all only to say "list again".
+		e.emit(EventRules, rulesData{Changed: int(rev - e.rev)})
+		e.rev = rev
+		return true
+	}
+	d, err := e.rules.ChangedSince(ctx, e.rev)
+	if err != nil {
+		e.readFailed("changes", err)
+		return false
+	}
+	if d.Next <= e.rev {
+		return true
+	}
+	ids := make([]int64, 0, len(d.Active)+len(d.Gone))
+	for _, r := range d.Active {
+		ids = append(ids, r.ID)
+	}
+	ids = append(ids, d.Gone...)
+	if len(ids) > maxRuleEvents {
+		e.emit(EventRules, rulesData{Changed: len(ids)})
+		e.rev = d.Next
+		return true
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r, err := e.rules.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // purged meanwhile
+		}
+		if err != nil {
+			// Keep e.rev: the next poll sends these again, which is
+			// harmless (a rule event carries the whole rule).
+			e.readFailed("rule", err)
+			return false
+		}
+		e.emitRule(r)
+	}
+	e.rev = d.Next
+	return true
+}
+
+func (e *Events) readFailed(what string, err error) {
+	e.log.Debug("event stream: reading the store failed; retrying", "what", what, "error", err)
+}
+
+func (e *Events) pollPeers(ctx context.Context) bool {
+	if e.peers == nil {
+		return true
+	}
+	peers, err := e.peers.Peers(ctx)
+	if err != nil {
+		// The speaker is starting or restarting: its peers come back
+		// with it, and their changes are events then.
+		e.log.Trace("event stream: peers unavailable", "error", err)
+		return true
+	}
+	first := !e.peersRead
+	e.peersRead = true
+	if e.peerSeen == nil {
+		e.peerSeen = map[string]string{}
+	}
+	present := make(map[string]bool, len(peers))
+	for _, p := range peers {
+		present[p.Address] = true
+		key := p.State + "\x00" + p.LastError + "\x00" + strconv.Itoa(p.Flaps)
+		if old, ok := e.peerSeen[p.Address]; ok && old == key {
+			continue
+		}
+		e.peerSeen[p.Address] = key
+		if !first {
+			e.emit(EventPeer, peerFromBGP(p))
+		}
+	}
+	for addr := range e.peerSeen {
+		if !present[addr] {
+			delete(e.peerSeen, addr)
+			e.emit(EventPeer, Peer{Address: addr, State: PeerRemoved, Families: []string{}})
+		}
+	}
+	return true
+}
+
+// PeerRemoved is the state of a peer event for a neighbor no longer
+// configured.
+const PeerRemoved = "removed"
+
+type resetData struct {
+	ID     uint64 `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type rulesData struct {
+	Changed int `json:"changed"`
+}
+
+// emit appends an event to the ring and sends it to every stream; a
+// stream too slow to take it is closed (its client reconnects).
+func (e *Events) emit(typ string, v any) {
+	e.emitFor(typ, v, flowspec.Match{})
+}
+
+// emitRule emits the rule event of r.
+func (e *Events) emitRule(r store.Rule) {
+	e.emitFor(EventRule, ruleFromStore(r), r.Rule.Match)
+}
+
+func (e *Events) emitFor(typ string, v any, m flowspec.Match) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic("api: encoding an event: " + err.Error()) // our own types only
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.last++
+	ev := streamEvent{id: e.last, typ: typ, data: data, match: m}
+	if len(e.ring) < e.size {
+		e.ring = append(e.ring, ev)
+	} else {
+		e.ring[e.head] = ev
+		e.head = (e.head + 1) % e.size
+	}
+	for s := range e.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			delete(e.subs, s)
+			close(s.gone)
+		}
+	}
+}
+
+func (e *Events) lastID() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
+}
+
+// close ends every stream; later subscribers are refused.
+func (e *Events) close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for s := range e.subs {
+		delete(e.subs, s)
+		close(s.gone)
+	}
+}
+
+// subscribe registers a stream. Without a last id (have false) the stream
+// starts with hello; with one, with the kept events after it, or reset
+// when some after it are no longer kept.
+func (e *Events) subscribe(lastID uint64, have bool) (first []streamEvent, s *subscriber, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, nil, false
+	}
+	s = &subscriber{ch: make(chan streamEvent, subscriberBuffer), gone: make(chan struct{})}
+	e.subs[s] = struct{}{}
+	switch {
+	case !have:
+		return []streamEvent{e.control(EventHello, resetData{ID: e.last})}, s, true
+	case lastID == e.last:
+		return nil, s, true
+	case lastID > e.last || lastID < e.base:
+		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "the event id is not from this run of the daemon"})}, s, true
+	}
+	oldest := e.last + 1 - uint64(len(e.ring))
+	if lastID+1 < oldest {
+		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "events after this id are no longer kept"})}, s, true
+	}
+	for i := range e.ring {
+		ev := e.ring[(e.head+i)%len(e.ring)]
+		if ev.id > lastID {
+			first = append(first, ev)
+		}
+	}
+	return first, s, true
+}
+
+// control is an event that is not kept in the ring; it carries the id of
+// the newest event, so that a client resumes from there.
+func (e *Events) control(typ string, v any) streamEvent {
+	data, _ := json.Marshal(v)
+	return streamEvent{id: e.last, typ: typ, data: data}
+}
+
+func (e *Events) unsubscribe(s *subscriber) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.subs[s]; ok {
+		delete(e.subs, s)
+		close(s.gone)
+	}
+}
+
+// Recorder returns a reconcile.Recorder that tells next everything (nil:
+// nothing) and wakes the stream after every pass: the pass may have
+// finished rules (withdrawn, expired), and it ran because something
+// changed (the store, the RIB, a peer's session).
+func (e *Events) Recorder(next reconcile.Recorder) reconcile.Recorder {
+	return &eventsRecorder{next: next, e: e, adopted: -1}
+}
+
+type eventsRecorder struct {
+	next    reconcile.Recorder
+	e       *Events
+	adopted int // Adopted of the previous pass (PassDone is called from one goroutine)
+}
+
+// PassDone reports a pass that changed the RIB or the store, failed, or
+// saw a different number of rules in the RIB as wanted: a rule announced
+// ahead of its commit is adopted by a pass that changes nothing, and
+// that is when the routers have it.
+func (r *eventsRecorder) PassDone(p reconcile.PassResult) {
+	if r.next != nil {
+		r.next.PassDone(p)
+	}
+	adopted := p.Adopted != r.adopted
+	r.adopted = p.Adopted
+	if !p.Skipped && (p.Changed() || p.Errors > 0 || p.Err != "" || adopted) {
+		r.e.mu.Lock()
+		r.e.pass = &p
+		r.e.mu.Unlock()
+	}
+	r.e.Nudge()
+}
+
+func (r *eventsRecorder) Announced(f flowspec.Family, op string) {
+	if r.next != nil {
+		r.next.Announced(f, op)
+	}
+}
+
+func (r *eventsRecorder) Withdrawn(f flowspec.Family, op string) {
+	if r.next != nil {
+		r.next.Withdrawn(f, op)
+	}
+}
+
+func (r *eventsRecorder) ExpiryLateness(d time.Duration) {
+	if r.next != nil {
+		r.next.ExpiryLateness(d)
+	}
+}
+
+// nudgingRules wakes the event stream after every write made through
+// the API, so that the change is an event before the reconciler's pass.
+type nudgingRules struct {
+	Rules
+	e *Events
+}
+
+func (n nudgingRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	defer n.e.Nudge()
+	return n.Rules.Upsert(ctx, in)
+}
+
+func (n nudgingRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {
+	defer n.e.Nudge()
+	return n.Rules.UpsertMany(ctx, ins)
+}
+
+func (n nudgingRules) Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error) {
+	defer n.e.Nudge()
+	return n.Rules.Withdraw(ctx, id, actor)
+}
+
+// getEvents handles GET /v1/events: the event stream.
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
+	e := s.opts.events
+	raw := r.Header.Get("Last-Event-ID")
+	if raw == "" {
+		raw = r.URL.Query().Get("last_event_id")
+	}
+	var (
+		lastID uint64
+		have   bool
+	)
+	if raw = strings.TrimSpace(raw); raw != "" {
+		id, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil {
+			writeError(w, newError(http.StatusBadRequest, CodeInvalidID, "Last-Event-ID",
+				"Last-Event-ID %q is not an event id (a number from an id: line); leave it out to start afresh", raw))
+			return
+		}
+		lastID, have = id, true
+	}
+	first, sub, ok := e.subscribe(lastID, have)
+	if !ok {
+		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "", "the daemon is stopping; reconnect to it once it is back"))
+		return
+	}
+	defer e.unsubscribe(sub)
+	scope := scopeOf(r.Context())
+
+	rc := http.NewResponseController(w)
+	// The server's write timeout would end the stream: it has none.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	// Tell EventSource clients how long to wait before reconnecting.
+	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+		return
+	}
+	for _, ev := range first {
+		if writeEvent(w, scope, ev) != nil {
+			return
+		}
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	keep := time.NewTicker(streamKeepalive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev := <-sub.ch:
+			if writeEvent(w, scope, ev) != nil {
+				return
+			}
+			// Send what else is queued before flushing.
+			for more := true; more; {
+				select {
+				case ev := <-sub.ch:
+					if writeEvent(w, scope, ev) != nil {
+						return
+					}
+				default:
+					more = false
+				}
+			}
+		case <-sub.gone:
+			// Too slow, or the daemon is stopping: send what is queued;
+			// the client reconnects from the last id it got.
+			for {
+				select {
+				case ev := <-sub.ch:
+					if writeEvent(w, scope, ev) != nil {
+						return
+					}
+					continue
+				default:
+				}
+				rc.Flush()
+				return
+			}
+		case <-keep.C:
+			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+		}
+		if rc.Flush() != nil {
+			return
+		}
+	}
+}
+
+// writeEvent sends ev unless id (the caller's scope; nil: everything)
+// may not see its rule: then only its id goes, so that the client's
+// Last-Event-ID still moves on.
+func writeEvent(w http.ResponseWriter, id *identity, ev streamEvent) error {
+	if id != nil && ev.typ == EventRule && !id.sees(ev.match) {
+		_, err := fmt.Fprintf(w, "id: %d\n\n", ev.id)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
+	return err
+}
