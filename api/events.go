@@ -187,7 +187,12 @@ func (e *Events) Nudge() {
 
 // Run watches the sources until ctx is done, then ends every stream. It
 // reads the current state first (changes before it are not events), and
-// then at every Nudge and reconcile pass.
+// then at every Nudge and reconcile pass — while a stream is open. With
+// none open it reads nothing (during a bulk load every pass would
+// otherwise cost a store read and a ListPeer in GoBGP's loop): the next
+// stream to open nudges it, and that poll reports everything that
+// changed since the last one, so a client resuming with Last-Event-ID
+// still misses nothing.
 func (e *Events) Run(ctx context.Context) error {
 	defer e.close()
 	e.poll(ctx)
@@ -201,10 +206,20 @@ func (e *Events) Run(ctx context.Context) error {
 		case <-e.wake:
 		case <-retry.C:
 		}
+		if !e.watched() {
+			continue
+		}
 		if !e.poll(ctx) {
 			retry.Reset(time.Second)
 		}
 	}
+}
+
+// watched reports whether a stream is open.
+func (e *Events) watched() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs) > 0
 }
 
 // poll emits the events of what changed since the last poll; false when
@@ -411,6 +426,8 @@ func (e *Events) subscribe(lastID uint64, have bool) (first []streamEvent, s *su
 	}
 	s = &subscriber{ch: make(chan streamEvent, subscriberBuffer), gone: make(chan struct{})}
 	e.subs[s] = struct{}{}
+	// What changed while no stream was open has not been read yet.
+	e.Nudge()
 	switch {
 	case !have:
 		return []streamEvent{e.control(EventHello, resetData{ID: e.last})}, s, true
