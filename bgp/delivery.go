@@ -5,9 +5,12 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	api "github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -45,7 +48,17 @@ type deliveryTable struct {
 	configured map[string][]flowspec.Family
 
 	refreshing sync.Mutex
+	// rereads counts refreshes in a row that found ListPeer behind the
+	// peer watch (see agrees).
+	rereads atomic.Int32
 }
+
+// deliveryRereads and deliveryRereadAfter bound the re-reads of a
+// ListPeer that lags the peer watch: at most 5 s of them.
+const (
+	deliveryRereads     = 50
+	deliveryRereadAfter = 100 * time.Millisecond
+)
 
 // Delivery returns the established peers (addresses, sorted) whose
 // Adj-RIB-Out holds the path for m, and the number of configured peers
@@ -135,6 +148,29 @@ func (s *Speaker) refreshDelivery() {
 	s.delivery.mu.Lock()
 	s.delivery.peers, s.delivery.configured = peers, configured
 	s.delivery.mu.Unlock()
+	// The watch event that asked for this refresh can come before
+	// ListPeer shows the new state (seen on a loaded machine: a peer back
+	// from a reset stayed undelivered, as no later event came). Read again
+	// shortly until both agree.
+	if s.agrees(peers) {
+		s.delivery.rereads.Store(0)
+	} else if s.delivery.rereads.Add(1) <= deliveryRereads {
+		time.AfterFunc(deliveryRereadAfter, s.refreshDelivery)
+	}
+}
+
+// agrees reports whether the established peers of a ListPeer (listed)
+// are those the peer watch last reported established.
+func (s *Speaker) agrees(listed map[string][]flowspec.Family) bool {
+	s.peers.mu.Lock()
+	defer s.peers.mu.Unlock()
+	for addr, info := range s.peers.state {
+		_, up := listed[addr]
+		if up != (info.state == gobgp.BGP_FSM_ESTABLISHED) {
+			return false
+		}
+	}
+	return true
 }
 
 // NotSent says, for each configured peer of m's family that its router
