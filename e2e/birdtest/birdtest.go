@@ -290,6 +290,9 @@ func (r *Router) Count(table string) (int, error) {
 // the last routes seen.
 func (r *Router) WaitRoutes(t testing.TB, table string, timeout time.Duration, what string, cond func(map[string]Route) bool) map[string]Route {
 	t.Helper()
+	// timeout is when to give up, never less than 30 s: BIRD on a loaded
+	// machine is slow, not wrong.
+	timeout = max(timeout, 30*time.Second)
 	deadline := time.Now().Add(timeout)
 	for {
 		routes, err := r.Routes(table)
