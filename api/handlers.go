@@ -91,19 +91,30 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 	return errInternal()
 }
 
-// addRule handles POST /v1/rules. The request is validated in full (the
-// rule text parsed) before anything is stored.
-func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
+// ruleInput reads the body of POST /v1/rules (and /v1/validate): the
+// rule parsed, its TTL and sites, refused when the request's token may not
+// act on it.
+func (s *Server) ruleInput(r *http.Request) (store.Input, error) {
 	var req ruleRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
-		return 0, nil, err
+		return store.Input{}, err
 	}
 	in, err := s.input(req, "", actor(r))
 	if err != nil {
-		return 0, nil, err
+		return store.Input{}, err
 	}
 	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
-		return 0, nil, e
+		return store.Input{}, e
+	}
+	return in, nil
+}
+
+// addRule handles POST /v1/rules. The request is validated in full (the
+// rule text parsed) before anything is stored.
+func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	in, err := s.ruleInput(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	stored, created, err := s.rules.Upsert(r.Context(), in)
 	if err != nil {

@@ -31,16 +31,9 @@ type Validation struct {
 // nothing is stored. Guardrails
 // (quotas, the safelist) are checked only when a rule is stored.
 func (s *Server) validateRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	var req ruleRequest
-	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
-		return 0, nil, err
-	}
-	in, err := s.input(req, "", actor(r))
+	in, err := s.ruleInput(r)
 	if err != nil {
 		return 0, nil, err
-	}
-	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
-		return 0, nil, e
 	}
 	if err := s.knownSites(r.Context(), in); err != nil {
 		return 0, nil, err
