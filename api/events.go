@@ -206,13 +206,19 @@ func (e *Events) Run(ctx context.Context) error {
 		case <-e.wake:
 		case <-retry.C:
 		}
-		if !e.watched() {
-			continue
-		}
-		if !e.poll(ctx) {
+		if !e.step(ctx) {
 			retry.Reset(time.Second)
 		}
 	}
+}
+
+// step is one wake-up of Run: a poll while a stream is open, nothing
+// otherwise. false means a source could not be read (retry).
+func (e *Events) step(ctx context.Context) bool {
+	if !e.watched() {
+		return true
+	}
+	return e.poll(ctx)
 }
 
 // watched reports whether a stream is open.
