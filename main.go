@@ -31,13 +31,13 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
@@ -140,7 +140,7 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 }
 
 // loadChecked loads the configuration file at path and checks its static
-// rules ([[rule]]) against its guardrails (guard.CheckStatic): a static
+// rules ([[rule]]) against its guardrails (admit.CheckStatic): a static
 // rule a guardrail refuses is an error of the file, with its key and line.
 func loadChecked(path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
@@ -148,7 +148,7 @@ func loadChecked(path string) (*config.Config, error) {
 		return nil, err
 	}
 	var es config.Errors
-	for _, v := range guard.CheckStatic(&cfg.Guardrails, cfg.Rules) {
+	for _, v := range admit.CheckStatic(cfg) {
 		es = append(es, cfg.Problem(fmt.Sprintf("rule.%d.text", v.Index), "%s", v.Error()))
 	}
 	if len(es) > 0 {
@@ -203,30 +203,36 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	})
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
 	series := api.NewSeries(log.Named("series"), api.SeriesSources{Rules: st, Drift: rec, Peers: sp}, 0, 0, time.Now)
-	guards := guard.New(cfg.Guardrails)
+	// Every write, from the API, the configuration's static rules or
+	// the guardrails' enforcement, goes through the admission gate.
+	gate := admit.New(admit.Config{
+		Store: st, Guardrails: cfg.Guardrails, Limits: gateLimits(cfg.Limits),
+		Sendable: bgp.Sendable, Early: rec, Changed: events.Nudge, Log: log.Named("admit"),
+	})
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.
-	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), st, &cfg.Guardrails, time.Now()); err != nil {
+	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), gate); err != nil {
 		log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)
 	}
-	if err := syncStatic(ctx, log.Named("static"), st, cfg.Rules); err != nil {
+	if err := gate.SyncStatic(ctx, cfg.Rules); err != nil {
 		log.Error("storing the static rules ([[rule]]) failed", "error", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
-	srv := api.New(log.Named("api"), api.GuardedEarly(st, guards, rec, cfg.Site), sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
-		api.WithSendable(bgp.Sendable), api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
+	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
+		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {
 		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
 		for _, t := range cfg.API.Tokens {
 			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
-				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules})
+				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules,
+				MaxNewRulesPerMinute: t.MaxNewRulesPerMinute, NeverExpires: t.NeverExpires, OthersRules: t.OthersRules})
 		}
 		// Fail before anything is announced, not after.
 		if err := api.CheckTCP(*tcp); err != nil {
@@ -288,7 +294,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			return nil
 		})
 	}
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, st: st, guard: guards, now: time.Now}
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"reflect"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
-	"github.com/ribkeeper/ribkeeper/guard"
-	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // bgpConfig maps the configuration to the speaker's.
@@ -70,12 +68,10 @@ func restartOnly(a, b *config.Config) []string {
 // groups and dynamic neighbors (only changed sessions are touched), RTBH
 // next hops and guardrails. The rest needs a restart and is only reported.
 type reloader struct {
-	log   hclog.Logger
-	cur   *config.Config
-	sp    *bgp.Speaker
-	st    *store.Store
-	guard *guard.Guard
-	now   func() time.Time
+	log  hclog.Logger
+	cur  *config.Config
+	sp   *bgp.Speaker
+	gate *admit.Gate
 }
 
 // reload reads the file again and applies it. A file with errors changes
@@ -97,12 +93,13 @@ func (r *reloader) reload(ctx context.Context) error {
 			"changed", len(ch.Changed), "unchanged", len(ch.Unchanged), "dynamic_changed", ch.DynamicChanged)
 	}
 	r.sp.SetRouteNextHops(next.RTBH.NextHopIPv4, next.RTBH.NextHopIPv6)
-	r.guard.Set(next.Guardrails)
-	n, gerr := enforceGuardrails(ctx, r.log, r.st, &next.Guardrails, r.now())
+	r.gate.SetGuardrails(next.Guardrails)
+	r.gate.SetLimits(gateLimits(next.Limits))
+	n, gerr := enforceGuardrails(ctx, r.log, r.gate)
 	if gerr != nil {
 		r.log.Error("reload: checking active rules against the guardrails failed, nothing was withdrawn; retry with another SIGHUP", "error", gerr)
 	}
-	if err := syncStatic(ctx, r.log, r.st, next.Rules); err != nil {
+	if err := r.gate.SyncStatic(ctx, next.Rules); err != nil {
 		r.log.Error("reload: static rules ([[rule]]) only partly applied; retry with another SIGHUP", "error", err)
 	}
 	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n)
@@ -113,12 +110,12 @@ func (r *reloader) reload(ctx context.Context) error {
 	return gerr
 }
 
-// enforceGuardrails withdraws, in one transaction, the active rules that
-// break a per-rule guardrail of g (safelist, prefix lengths, TTL), with
-// actor "guardrail" and the reason extended with why (guard.Enforce), and
-// logs each.
-func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *config.Guardrails, now time.Time) (int, error) {
-	ws, err := guard.Enforce(ctx, st, g, now)
+// enforceGuardrails withdraws through the gate, in one transaction, the
+// active rules that break a per-rule guardrail in force (safelist, prefix
+// lengths, TTL), with actor "guardrail" and the reason extended with why,
+// and logs each.
+func enforceGuardrails(ctx context.Context, log hclog.Logger, gate *admit.Gate) (int, error) {
+	ws, err := gate.Enforce(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -126,4 +123,11 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g
 		log.Warn("rule withdrawn by guardrail", "rule", w.Rule.ID, "text", w.Rule.Text, "guardrail", w.Violation.Guardrail, "why", w.Violation.Msg)
 	}
 	return len(ws), nil
+}
+
+// gateLimits maps [limits] to the gate's bounds.
+func gateLimits(l config.Limits) admit.Limits {
+	return admit.Limits{MaxBatchRules: l.MaxBatchRules, MaxSitesPerRule: l.MaxSitesPerRule,
+		MaxSiteNameBytes: l.MaxSiteNameBytes, MaxTextBytes: l.MaxTextBytes,
+		ScopedNewRulesPerMinute: l.ScopedNewRulesPerMinute}
 }

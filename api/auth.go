@@ -45,8 +45,16 @@ type Token struct {
 	Actions []string
 	// MaxActiveRules caps the active rules the token created or last
 	// changed (0: no cap). It is enforced where the guardrails are
-	// (Guarded), which apply on top.
+	// by the admission gate, with the guardrails on top.
 	MaxActiveRules int
+	// MaxNewRulesPerMinute caps the new rules it may create in any minute
+	// (0: the gate's default for a scoped token, [limits]
+	// scoped_new_rules_per_minute; negative: no cap).
+	MaxNewRulesPerMinute int
+	// NeverExpires lets it store rules that never expire; OthersRules
+	// lets a scoped token change and withdraw rules other actors wrote.
+	NeverExpires bool
+	OthersRules  bool
 }
 
 // tokenSet checks bearer tokens. Secrets are kept as SHA-256 digests and
@@ -77,7 +85,8 @@ func newTokenSet(tokens []Token) (*tokenSet, error) {
 		case t.MaxActiveRules < 0:
 			return nil, fmt.Errorf("token %q: max_active_rules %d is negative: use a positive number, or 0 for no cap", t.Name, t.MaxActiveRules)
 		}
-		id := &identity{name: t.Name, role: t.Role, maxActive: t.MaxActiveRules}
+		id := &identity{name: t.Name, role: t.Role, maxActive: t.MaxActiveRules,
+			maxNewPerMinute: t.MaxNewRulesPerMinute, neverExpires: t.NeverExpires, othersRules: t.OthersRules}
 		for _, p := range t.Prefixes {
 			if !p.IsValid() || p.Masked() != p || p.Addr().Zone() != "" || p.Addr().Is4In6() {
 				return nil, fmt.Errorf("token %q: prefix %s is not a masked IPv4 or IPv6 prefix (write %s)", t.Name, p, p.Masked())

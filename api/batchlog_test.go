@@ -36,7 +36,7 @@ func (s *syncBuf) String() string {
 func TestBatchLogsBounded(t *testing.T) {
 	var buf syncBuf
 	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
-	srv := api.New(log, newFakeRules(), newFakeRIB())
+	srv := newAPI(log, newFakeRules(), newFakeRIB())
 	var body strings.Builder
 	body.WriteString(`{"rules":[`)
 	n := api.MaxBatchInfoLogs + 50

@@ -10,7 +10,9 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/config"
 )
 
@@ -19,7 +21,7 @@ import (
 func TestValidate(t *testing.T) {
 	rules := newFakeRules()
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	srv := api.New(nil, rules, newFakeRIB(), api.WithClock(func() time.Time { return now }))
+	srv := api.New(nil, rules, newGate(rules, admit.Config{Clock: clock.NewFake(now)}), newFakeRIB())
 	post := func(body string) (int, []byte) {
 		w := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(w, httptest.NewRequest("POST", "/v1/validate", strings.NewReader(body)))
@@ -62,7 +64,7 @@ func TestValidate(t *testing.T) {
 // needs a token.
 func TestConsoleAndWhoamiOverTCP(t *testing.T) {
 	pages := fstest.MapFS{"index.html": {Data: []byte("<!doctype html><title>console</title>")}}
-	srv := api.New(nil, newFakeRules(), newFakeRIB(), api.WithConsole(http.StripPrefix("/ui/", http.FileServerFS(pages))))
+	srv := newAPI(nil, newFakeRules(), newFakeRIB(), api.WithConsole(http.StripPrefix("/ui/", http.FileServerFS(pages))))
 	h, err := srv.TCPHandler(testTokens)
 	if err != nil {
 		t.Fatal(err)

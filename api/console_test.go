@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func TestEventsSlowClientAndClose(t *testing.T) {
 func TestEventsRunEndsStreams(t *testing.T) {
 	feed := newFakeFeed()
 	e := NewEvents(nil, feed, nil, nil)
-	srv := New(nil, nil, nil, WithEvents(e))
+	srv := New(nil, nil, nil, nil, WithEvents(e))
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -70,50 +69,6 @@ func TestEventsRunEndsStreams(t *testing.T) {
 	}
 	if _, err := io.ReadAll(s.r); err != nil {
 		t.Fatalf("the stream did not end cleanly when the daemon stopped: %v", err)
-	}
-}
-
-// writes is a desired state that takes every write (for the routes that
-// write) and holds rule 1.
-type writes struct{ Rules }
-
-func (writes) Upsert(_ context.Context, in store.Input) (store.Rule, bool, error) {
-	return store.Rule{ID: 1, Rule: in.Rule, State: store.Active}, true, nil
-}
-
-func (writes) UpsertMany(_ context.Context, ins []store.Input) ([]store.Rule, error) {
-	return []store.Rule{{ID: 1, Rule: ins[0].Rule, State: store.Active}}, nil
-}
-
-func (writes) Get(context.Context, int64) (store.Rule, error) {
-	return store.Rule{ID: 1, State: store.Active}, nil
-}
-
-func (writes) Withdraw(context.Context, int64, string) (store.Rule, error) {
-	return store.Rule{ID: 1, State: store.Active, WithdrawRequested: true}, nil
-}
-
-// API writes wake the event stream at once.
-func TestEventsNudgedByWrites(t *testing.T) {
-	const rule = "match destination 203.0.113.7/32 then discard"
-	e := NewEvents(nil, nil, nil, nil)
-	srv := New(nil, writes{}, nil, WithEvents(e))
-	for _, req := range []struct{ method, path, body string }{
-		{"POST", "/v1/rules", `{"text": "` + rule + `"}`},
-		{"POST", "/v1/rules/batch", `{"rules": [{"text": "` + rule + `"}]}`},
-		{"DELETE", "/v1/rules/1", ""},
-	} {
-		for len(e.wake) > 0 {
-			<-e.wake
-		}
-		w := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(w, httptest.NewRequest(req.method, req.path, strings.NewReader(req.body)))
-		if w.Code >= 300 {
-			t.Fatalf("%s %s: %d %s", req.method, req.path, w.Code, w.Body)
-		}
-		if len(e.wake) != 1 {
-			t.Errorf("%s %s did not wake the event stream", req.method, req.path)
-		}
 	}
 }
 
@@ -147,7 +102,7 @@ func TestSeries(t *testing.T) {
 	src.drift.Readded = 3
 	se.Sample(ctx)
 
-	srv := New(nil, nil, nil, WithSeries(se))
+	srv := New(nil, nil, nil, nil, WithSeries(se))
 	w := httptest.NewRecorder()
 	srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/v1/series", nil))
 	var body SeriesBody

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
@@ -37,6 +39,8 @@ type Error struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`  // the request field at fault, if one is
 	Column  int    `json:"column,omitempty"` // 1-based column in the rule text, for invalid_rule
+	// RetryAfter, for rate_limited, is sent as the Retry-After header.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -86,4 +90,63 @@ func OneLine(s string) string {
 		return s
 	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// More error codes of writes, each from a kind of the gate's refusal.
+const (
+	CodeGuardrailViolation = "guardrail_violation" // a guardrail ([guardrails]) refuses the rule (422); the message names it
+	CodeTooManyRules       = "too_many_rules"      // more rules in one request than [limits] max_batch_rules (413)
+	CodeRateLimited        = "rate_limited"        // too many new rules for now (429, with Retry-After)
+)
+
+// refusalError maps the gate's refusal to the API's error: its kind to a
+// status and code, its index and field to the request field ("text",
+// "rules[3].ttl").
+func refusalError(ref *admit.Refusal) *Error {
+	field := ref.Field
+	if ref.Index >= 0 && field != "" {
+		field = fmt.Sprintf("rules[%d].%s", ref.Index, field)
+	}
+	msg := OneLine(ref.Msg)
+	e := &Error{Field: field, Message: msg}
+	switch ref.Kind {
+	case admit.KindInvalidRule:
+		if ref.Err != nil {
+			return ruleTextError(field, ref.Err)
+		}
+		e.Status, e.Code = http.StatusBadRequest, CodeInvalidRule
+	case admit.KindInvalidTTL:
+		e.Status, e.Code = http.StatusBadRequest, CodeInvalidTTL
+	case admit.KindInvalidInput:
+		e.Status, e.Code = http.StatusBadRequest, CodeInvalidInput
+		if field != "" && !strings.HasPrefix(msg, field) {
+			e.Message = field + ": " + msg
+		}
+	case admit.KindUnsendable:
+		e.Status, e.Code = http.StatusUnprocessableEntity, CodeUnsendable
+	case admit.KindTooLarge:
+		e.Status, e.Code = http.StatusRequestEntityTooLarge, CodeTooManyRules
+	case admit.KindForbidden:
+		e.Status, e.Code = http.StatusForbidden, CodeOutOfScope
+	case admit.KindNotFound:
+		e.Status, e.Code = http.StatusNotFound, CodeNotFound
+	case admit.KindGuardrail:
+		e.Status, e.Code = http.StatusUnprocessableEntity, CodeGuardrailViolation
+	case admit.KindRateLimited:
+		e.Status, e.Code = http.StatusTooManyRequests, CodeRateLimited
+		e.RetryAfter = ref.RetryAfter
+	case admit.KindDeclared:
+		e.Status, e.Code = http.StatusConflict, CodeDeclared
+	case admit.KindUnavailable:
+		e.Status, e.Code = http.StatusServiceUnavailable, CodeUnavailable
+	default:
+		e.Status, e.Code = http.StatusInternalServerError, CodeInternal
+	}
+	return e
+}
+
+// IsGuardrailViolation reports whether err is a guardrail's refusal.
+func IsGuardrailViolation(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeGuardrailViolation
 }

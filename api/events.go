@@ -521,28 +521,6 @@ func (r *eventsRecorder) ExpiryLateness(d time.Duration) {
 	}
 }
 
-// nudgingRules wakes the event stream after every write made through
-// the API, so that the change is an event before the reconciler's pass.
-type nudgingRules struct {
-	Rules
-	e *Events
-}
-
-func (n nudgingRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
-	defer n.e.Nudge()
-	return n.Rules.Upsert(ctx, in)
-}
-
-func (n nudgingRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {
-	defer n.e.Nudge()
-	return n.Rules.UpsertMany(ctx, ins)
-}
-
-func (n nudgingRules) Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error) {
-	defer n.e.Nudge()
-	return n.Rules.Withdraw(ctx, id, actor)
-}
-
 // getEvents handles GET /v1/events: the event stream.
 func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	e := s.opts.events

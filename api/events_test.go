@@ -169,7 +169,7 @@ func eventsServer(t *testing.T, feed RuleFeed, peers PeerFeed, opts ...EventsOpt
 	t.Helper()
 	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	e := NewEvents(nil, feed, peers, func() time.Time { return start }, opts...)
-	srv := New(nil, nil, nil, WithEvents(e))
+	srv := New(nil, nil, nil, nil, WithEvents(e))
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	e.poll(context.Background()) // the state events start from
@@ -457,7 +457,7 @@ func (r *recorded) ExpiryLateness(time.Duration)      {}
 func TestEventsScoped(t *testing.T) {
 	feed := newFakeFeed()
 	e := NewEvents(nil, feed, nil, nil)
-	srv := New(nil, nil, nil, WithEvents(e))
+	srv := New(nil, nil, nil, nil, WithEvents(e))
 	ts, err := newTokenSet([]Token{{Name: "customer-a", Role: RoleRead, Secret: "customer-a-secret-0123",
 		Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/31")}}})
 	if err != nil {

@@ -5,7 +5,6 @@ import "net/http"
 // Internals the external tests (package api_test) check against.
 var (
 	MaxBatchInfoLogs = maxBatchInfoLogs
-	RequestField     = requestField
 )
 
 // TCPHandler is the TCP listener's handler with tokens, for tests that

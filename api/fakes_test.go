@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ribkeeper/ribkeeper/admit"
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -265,8 +269,54 @@ func (f *fakeRules) QuotaCounts(ctx context.Context, q store.QuotaQuery) (store.
 			}
 		}
 		if slices.Contains(q.Matches, r.Rule.Match) {
-			out.Existing[r.Rule.Match] = store.Existing{ID: r.ID, Actor: r.Actor, ExpiresAt: r.ExpiresAt}
+			out.Existing[r.Rule.Match] = store.Existing{ID: r.ID, Match: r.Rule.Match, Actor: r.Actor,
+				ExpiresAt: r.ExpiresAt, Action: r.Rule.Action, Origin: r.Origin}
 		}
 	}
 	return out, nil
+}
+
+// WithdrawMany withdraws each item's rule that is still active.
+func (f *fakeRules) WithdrawMany(ctx context.Context, items []store.WithdrawItem, actor string) ([]store.Rule, error) {
+	var out []store.Rule
+	for _, it := range items {
+		r, err := f.Withdraw(ctx, it.ID, actor)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ActiveRules returns the active rules, oldest first.
+func (f *fakeRules) ActiveRules(ctx context.Context) ([]store.Rule, error) {
+	rules, err := f.List(ctx, store.Active)
+	slices.Reverse(rules)
+	return rules, err
+}
+
+// ActiveFrom returns the active rules origin declared.
+func (f *fakeRules) ActiveFrom(ctx context.Context, origin string) ([]store.Rule, error) {
+	rules, err := f.ActiveRules(ctx)
+	return slices.DeleteFunc(rules, func(r store.Rule) bool { return r.Origin != origin }), err
+}
+
+func (f *fakeRules) Site() string { return "default" }
+
+// testStore is what a test server reads and what its gate writes.
+type testStore interface {
+	api.Rules
+	admit.Store
+}
+
+// newGate is the admission gate over st with cfg's other settings.
+func newGate(st admit.Store, cfg admit.Config) *admit.Gate {
+	cfg.Store = st
+	return admit.New(cfg)
+}
+
+// newAPI is a Server over st, written through a default gate.
+func newAPI(log hclog.Logger, st testStore, rib api.RIB, opts ...api.Option) *api.Server {
+	return api.New(log, st, newGate(st, admit.Config{}), rib, opts...)
 }

@@ -24,7 +24,7 @@ func FuzzAddRule(f *testing.F) {
 		f.Add(seed)
 	}
 	rules := newFakeRules()
-	h := api.New(nil, rules, newFakeRIB(), api.WithMaxBodyBytes(4096)).Handler()
+	h := newAPI(nil, rules, newFakeRIB(), api.WithMaxBodyBytes(4096)).Handler()
 	codes := map[string]bool{api.CodeInvalidBody: true, api.CodeInvalidRule: true, api.CodeInvalidTTL: true,
 		api.CodeInvalidInput: true, api.CodeBodyTooLarge: true}
 	f.Fuzz(func(t *testing.T, body string) {

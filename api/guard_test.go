@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -16,15 +17,15 @@ import (
 )
 
 // guardedServer serves the API over a real SQLite store behind guardrails.
-func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *guard.Guard, *store.Store) {
+func guardedServer(t *testing.T, c config.Guardrails) (*testServer, *admit.Gate, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{Driver: "sqlite", Path: filepath.Join(t.TempDir(), "rk.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h := guard.New(c)
-	return startServerOver(t, api.Guarded(st, h)), h, st
+	g := newGate(st, admit.Config{Guardrails: c})
+	return startServerGate(t, st, g), g, st
 }
 
 // Each guardrail refuses with 422 guardrail_violation, naming the rule and
@@ -94,12 +95,12 @@ func TestGuardrailsUpdatesBatchReload(t *testing.T) {
 	if e := wantError(t, status, body, 422, api.CodeGuardrailViolation); e.Field != "rules[1].text" {
 		t.Errorf("batch field %q", e.Field)
 	}
-	h.Set(config.Guardrails{})
+	h.SetGuardrails(config.Guardrails{})
 	if status, body := ts.do(t, "POST", "/v1/rules", `{"text":"`+ruleOther+`"}`); status != 201 {
 		t.Errorf("after lifting the guardrails: %d %s", status, body)
 	}
 	// The CLI prints the refusal and exits 1.
-	h.Set(config.Guardrails{RequireTTL: true})
+	h.SetGuardrails(config.Guardrails{RequireTTL: true})
 	code, _, errOut := runCLI(t, ts.sock, "route", "add", "198.51.100.9/32", "--blackhole")
 	if code != 1 || !strings.Contains(errOut, "guardrail ttl_required") {
 		t.Errorf("route add without ttl: exit %d, %q", code, errOut)
@@ -128,54 +129,5 @@ func TestRouteCLI(t *testing.T) {
 	code, _, errOut = runCLI(t, ts.sock, "route", "add", "203.0.113.0/24", "--blackhole")
 	if code != 1 || !strings.Contains(errOut, "prefix_length") {
 		t.Errorf("route add /24: exit %d, %q", code, errOut)
-	}
-}
-
-type fakeEarly struct {
-	announced, settled []flowspec.Match
-	// storeSawAnnounce records, at the store's commit, whether the
-	// announcement had been made already.
-	storeSawAnnounce bool
-}
-
-func (e *fakeEarly) AnnounceEarly(r flowspec.Rule) { e.announced = append(e.announced, r.Match) }
-func (e *fakeEarly) Settle(m flowspec.Match)       { e.settled = append(e.settled, m) }
-
-// observingRules tells early, at each Upsert, what it had seen by then.
-type observingRules struct {
-	*fakeRules
-	early *fakeEarly
-}
-
-func (o observingRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
-	o.early.storeSawAnnounce = len(o.early.announced) > 0
-	return o.fakeRules.Upsert(ctx, in)
-}
-
-// GuardedEarly announces a rule for every site before its commit and
-// settles it after; a rule naming sites, or one the guardrails refuse, is
-// not announced early.
-func TestGuardedEarly(t *testing.T) {
-	e := &fakeEarly{}
-	h := guard.New(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
-	g := api.GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
-	ctx := context.Background()
-	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {
-		t.Fatal(err)
-	}
-	if len(e.announced) != 1 || e.announced[0] != all.Match || !e.storeSawAnnounce || len(e.settled) != 1 {
-		t.Fatalf("rule for every site: %+v", e)
-	}
-	sited := mustParse(t, "match destination 203.0.113.8/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: sited, Sites: []string{"fra1"}}); err != nil {
-		t.Fatal(err)
-	}
-	refused := mustParse(t, "match destination 192.0.2.1/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: refused}); err == nil {
-		t.Fatal("safelisted destination accepted")
-	}
-	if len(e.announced) != 1 || len(e.settled) != 1 {
-		t.Fatalf("a rule naming sites or refused by a guardrail was announced early: %+v", e)
 	}
 }

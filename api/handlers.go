@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -58,25 +59,19 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 // toError classifies err into the API's error vocabulary. Unclassified
 // errors are logged and reported as internal without their text.
 func (s *Server) toError(r *http.Request, err error) *Error {
-	var (
-		e  *Error
-		ie *store.InputError
-	)
-	switch {
-	case errors.As(err, &e):
+	var e *Error
+	if errors.As(err, &e) {
 		return e
-	case errors.Is(err, store.ErrDeclared):
-		var de *store.DeclaredError
-		msg := err.Error()
-		if errors.As(err, &de) {
-			msg = de.Error()
+	}
+	if ref, ok := admit.As(err); ok {
+		if ref.Kind == admit.KindUnavailable {
+			s.log.Warn("store unavailable", "method", r.Method, "path", r.URL.Path, "error", ref.Err)
 		}
-		return newError(http.StatusConflict, CodeDeclared, "text", "%s", OneLine(msg))
+		return refusalError(ref)
+	}
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %s", r.PathValue("id"))
-	case errors.As(err, &ie):
-		field := requestField(ie)
-		return newError(http.StatusBadRequest, CodeInvalidInput, field, "%s: %s", field, OneLine(ie.Msg))
 	case errors.Is(err, store.ErrInvalidInput):
 		return newError(http.StatusBadRequest, CodeInvalidInput, "", "%s", OneLine(strings.TrimPrefix(err.Error(), "store: ")))
 	case errors.Is(err, store.ErrUnavailable):
@@ -91,32 +86,21 @@ func (s *Server) toError(r *http.Request, err error) *Error {
 	return errInternal()
 }
 
-// ruleInput reads the body of POST /v1/rules (and /v1/validate): the
-// rule parsed, its TTL and sites, refused when the request's token may not
-// act on it.
-func (s *Server) ruleInput(r *http.Request) (store.Input, error) {
-	var req ruleRequest
-	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
-		return store.Input{}, err
-	}
-	in, err := s.input(req, "", actor(r))
-	if err != nil {
-		return store.Input{}, err
-	}
-	if e := scopeOf(r.Context()).allowsWrite(in.Rule, "text"); e != nil {
-		return store.Input{}, e
-	}
-	return in, nil
+// ruleRequest turns the body of one rule into the gate's request.
+func (req ruleRequest) admit() admit.Request {
+	return admit.Request{Text: req.Text, TTL: req.TTL, Reason: req.Reason, Sites: req.Sites,
+		AllowUnknownSites: req.AllowUnknownSites}
 }
 
-// addRule handles POST /v1/rules. The request is validated in full (the
-// rule text parsed) before anything is stored.
+// addRule handles POST /v1/rules: the gate checks the request in full
+// before anything is stored.
 func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	in, err := s.ruleInput(r)
-	if err != nil {
+	var req ruleRequest
+	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
-	stored, created, err := s.rules.Upsert(r.Context(), in)
+	a := writer(r)
+	stored, created, err := s.gate.Add(r.Context(), a, req.admit())
 	if err != nil {
 		return 0, nil, err
 	}
@@ -125,12 +109,12 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 		status = http.StatusCreated
 		w.Header().Set("Location", fmt.Sprintf("/v1/rules/%d", stored.ID))
 	}
-	s.logChange(stored, created, actor(r))
+	s.logChange(stored, created, a.Name)
 	return status, ruleFromStore(stored), nil
 }
 
-// addRules handles POST /v1/rules/batch: every rule is validated before
-// any is stored, and the store applies them all or none.
+// addRules handles POST /v1/rules/batch: the gate checks every rule
+// before any is stored, and the store applies them all or none.
 func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req rulesRequest
 	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
@@ -139,18 +123,12 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	if len(req.Rules) == 0 {
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "rules", "rules is empty")
 	}
-	ins := make([]store.Input, len(req.Rules))
+	reqs := make([]admit.Request, len(req.Rules))
 	for i, rr := range req.Rules {
-		in, err := s.input(rr, fmt.Sprintf("rules[%d].", i), actor(r))
-		if err != nil {
-			return 0, nil, err
-		}
-		if e := scopeOf(r.Context()).allowsWrite(in.Rule, fmt.Sprintf("rules[%d].text", i)); e != nil {
-			return 0, nil, e
-		}
-		ins[i] = in
+		reqs[i] = rr.admit()
 	}
-	stored, err := s.rules.UpsertMany(r.Context(), ins)
+	a := writer(r)
+	stored, err := s.gate.AddMany(r.Context(), a, reqs)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -158,8 +136,13 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
-	// A later input with the same match updates an earlier one: log each
-	// rule once, as what it became (its last occurrence).
+	s.logBatch(stored, a.Name)
+	return http.StatusOK, out, nil
+}
+
+// logBatch logs the changes of one batch: each rule once, as what it
+// became (its last occurrence), the first maxBatchInfoLogs at Info.
+func (s *Server) logBatch(stored []store.Rule, actor string) {
 	last := make(map[int64]int, len(stored))
 	for i, sr := range stored {
 		last[sr.ID] = i
@@ -173,75 +156,12 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 		if logged >= maxBatchInfoLogs {
 			lvl = hclog.Debug
 		}
-		s.logChangeAt(lvl, sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor(r))
+		s.logChangeAt(lvl, sr, sr.CreatedAt.Equal(sr.UpdatedAt), actor)
 		logged++
 	}
 	if logged > maxBatchInfoLogs {
-		s.log.Info("and more rule changes in this batch (logged at debug level)", "count", logged-maxBatchInfoLogs, "actor", actor(r))
+		s.log.Info("and more rule changes in this batch (logged at debug level)", "count", logged-maxBatchInfoLogs, "actor", actor)
 	}
-	return http.StatusOK, out, nil
-}
-
-// input validates one rule request; field prefixes the names of the
-// request fields in errors ("rules[3]." in a batch). Fields absent from
-// the request are kept as stored when the rule already exists.
-func (s *Server) input(req ruleRequest, field, actor string) (store.Input, error) {
-	text := strings.TrimSpace(req.Text)
-	if text == "" {
-		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text",
-			`%stext is required, e.g. "match destination 203.0.113.7/32 then discard"`, field)
-	}
-	rule, err := flowspec.Parse(text)
-	if err != nil {
-		return store.Input{}, ruleTextError(field+"text", err)
-	}
-	if !rule.IsValid() {
-		return store.Input{}, newError(http.StatusBadRequest, CodeInvalidRule, field+"text", "rule text: incomplete rule")
-	}
-	if s.opts.sendable != nil {
-		if err := s.opts.sendable(rule.Match); err != nil {
-			return store.Input{}, newError(http.StatusUnprocessableEntity, CodeUnsendable, field+"text",
-				"%s", OneLine(err.Error()))
-		}
-	}
-	in := store.Input{Rule: rule, Actor: actor, AllowUnknownSites: req.AllowUnknownSites}
-	switch ttl := strings.TrimSpace(deref(req.TTL)); {
-	case req.TTL == nil:
-		in.Keep |= store.KeepExpiry
-	case ttl == "" || ttl == TTLNever:
-	default:
-		d, err := time.ParseDuration(ttl)
-		if err != nil {
-			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				`%sttl %q is not a duration such as "10m" or "1h30m" (or "never")`, field, *req.TTL)
-		}
-		if d <= 0 {
-			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidTTL, field+"ttl",
-				"%sttl must be positive, got %q", field, *req.TTL)
-		}
-		in.ExpiresAt = s.opts.now().Add(d)
-	}
-	if req.Reason == nil {
-		in.Keep |= store.KeepReason
-	} else {
-		in.Reason = *req.Reason
-		if err := store.CheckText(in.Reason, store.MaxReasonBytes); err != nil {
-			return store.Input{}, newError(http.StatusBadRequest, CodeInvalidInput, field+"reason", "%sreason: %v", field, err)
-		}
-	}
-	if req.Sites == nil {
-		in.Keep |= store.KeepSites
-	} else {
-		in.Sites = *req.Sites
-	}
-	return in, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // listRules handles GET /v1/rules?state=S.
@@ -449,22 +369,6 @@ func byPrecedence(rules []store.Rule) map[int64]int64 {
 	return shadowed
 }
 
-// requestField names the request field of the store input a store error
-// is about: "sites", "ttl" (expires_at), "rules[2].text" (rule).
-func requestField(e *store.InputError) string {
-	name := e.Field
-	switch name {
-	case "expires_at":
-		name = "ttl"
-	case "rule":
-		name = "text"
-	}
-	if e.Index >= 0 {
-		return fmt.Sprintf("rules[%d].%s", e.Index, name)
-	}
-	return name
-}
-
 // getRule handles GET /v1/rules/{id}.
 func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	id, err := ruleID(r)
@@ -490,22 +394,13 @@ func (s *Server) withdrawRule(w http.ResponseWriter, r *http.Request) (int, any,
 	if err != nil {
 		return 0, nil, err
 	}
-	cur, err := s.rules.Get(r.Context(), id)
-	if err != nil {
-		return 0, nil, err
-	}
-	if e := scopeOf(r.Context()).checkSees(cur); e != nil {
-		return 0, nil, e
-	}
-	if cur.Origin != "" && cur.State == store.Active {
-		return 0, nil, &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
-	}
-	sr, err := s.rules.Withdraw(r.Context(), id, actor(r))
+	a := writer(r)
+	sr, err := s.gate.Withdraw(r.Context(), a, id)
 	if err != nil {
 		return 0, nil, err
 	}
 	s.log.Info("rule changed", "rule", id, "op", "withdraw", "family", sr.Rule.Match.Family(),
-		"actor", actor(r), "text", sr.Text)
+		"actor", a.Name, "text", sr.Text)
 	return http.StatusAccepted, ruleFromStore(sr), nil
 }
 

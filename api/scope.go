@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/netip"
-	"slices"
-	"strings"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -28,6 +26,27 @@ type identity struct {
 	prefixes  []netip.Prefix // none: every destination
 	actions   []string       // none: every action
 	maxActive int            // 0: no quota of its own
+	// maxNewPerMinute, neverExpires and othersRules are the token's
+	// rate of new rules and permissions (admit.Scope).
+	maxNewPerMinute int
+	neverExpires    bool
+	othersRules     bool
+}
+
+// writer is the actor of a write request, as the gate takes it: the
+// token's name and scope over TCP, "tcp" on a tokenless TCP listener,
+// "cli" over the control socket.
+func writer(r *http.Request) admit.Actor {
+	a := admit.Actor{Name: actor(r), Source: admit.SourceSocket}
+	if _, tcp := r.Context().Value(actorKey{}).(string); tcp {
+		a.Source = admit.SourceTCP
+	}
+	if id := scopeOf(r.Context()); id != nil {
+		a.ReadOnly = !id.role.allows(RoleWrite)
+		a.Scope = admit.Scope{Prefixes: id.prefixes, Actions: id.actions, MaxActive: id.maxActive,
+			MaxNewPerMinute: id.maxNewPerMinute, NeverExpires: id.neverExpires, OthersRules: id.othersRules}
+	}
+	return a
 }
 
 type identityKey struct{}
@@ -64,68 +83,14 @@ func (id *identity) covers(d netip.Prefix) bool {
 	return false
 }
 
-// prefixList is id's prefixes for a message.
-func (id *identity) prefixList() string {
-	s := make([]string, len(id.prefixes))
-	for i, p := range id.prefixes {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-// outside is the 403 for a rule outside id's prefixes: what names it ("the
-// rule" in a request, "rule 7" when stored) and field the request field at
-// fault.
-func (id *identity) outside(m flowspec.Match, field, what string, stored bool) *Error {
-	d, ok := m.Destination()
-	next := "use a destination inside them, or a token whose prefixes cover " + d.String()
-	switch {
-	case stored && ok:
-		next = "it is another scope's rule: ask someone whose token covers " + d.String()
-	case stored:
-		next = "it is another scope's rule: ask someone with an unscoped token"
-	}
-	if !ok {
-		if !stored {
-			next = `add "destination PREFIX" inside one of them`
-		}
-		return newError(http.StatusForbidden, CodeOutOfScope, field,
-			"token %q may act only on destinations inside %s; %s has no destination prefix, so it matches traffic to every address: %s",
-			id.name, id.prefixList(), what, next)
-	}
-	return newError(http.StatusForbidden, CodeOutOfScope, field,
-		"token %q may act only on destinations inside %s; %s has destination %s, outside them: %s",
-		id.name, id.prefixList(), what, d, next)
-}
-
-// allowsWrite checks a rule a request is to store against id's prefixes
-// and actions; field names the request's rule text.
-func (id *identity) allowsWrite(r flowspec.Rule, field string) *Error {
-	if id == nil {
-		return nil
-	}
-	if !id.sees(r.Match) {
-		return id.outside(r.Match, field, "the rule", false)
-	}
-	if len(id.actions) == 0 {
-		return nil
-	}
-	for _, a := range flowspec.UsedActionNames(r) {
-		if !slices.Contains(id.actions, a) {
-			return newError(http.StatusForbidden, CodeOutOfScope, field,
-				"token %q may not use action %s; it may use %s: change the rule's action, or ask for a token whose actions include %s",
-				id.name, a, strings.Join(id.actions, ", "), a)
-		}
-	}
-	return nil
-}
-
-// checkSees is the 403 for a stored rule outside id's prefixes, or nil.
+// checkSees answers a stored rule outside id's prefixes exactly as an
+// unknown id: another scope's rule is indistinguishable from one that
+// does not exist.
 func (id *identity) checkSees(sr store.Rule) *Error {
 	if id.sees(sr.Rule.Match) {
 		return nil
 	}
-	return id.outside(sr.Rule.Match, "id", fmt.Sprintf("rule %d", sr.ID), true)
+	return newError(http.StatusNotFound, CodeNotFound, "id", "no rule with id %d", sr.ID)
 }
 
 // Whoami is the answer of GET /v1/whoami: who the request acts as and

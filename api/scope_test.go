@@ -11,10 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
-
 	"github.com/ribkeeper/ribkeeper/config"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -52,7 +51,7 @@ func newScopedServer(t *testing.T, g config.Guardrails) *scopedServer {
 	}
 	t.Cleanup(func() { st.Close() })
 	ss := &scopedServer{st: st, rib: newFakeRIB(), diffs: &fakePreview{}}
-	srv := api.New(nil, api.Guarded(st, guard.New(g)), ss.rib, api.WithReconciler(ss.diffs))
+	srv := api.New(nil, st, newGate(st, admit.Config{Guardrails: g}), ss.rib, api.WithReconciler(ss.diffs))
 	h, err := srv.TCPHandler([]api.Token{
 		{Name: "cust", Role: api.RoleWrite, Secret: custSecret,
 			Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:c::/48")},
@@ -168,9 +167,11 @@ func TestScopedTokenQuota(t *testing.T) {
 	ss.add(t, custSecret, "match destination 192.0.2.1/32 then rate-limit 1000") // update
 	code, body := ss.do(t, custSecret, "POST", "/v1/rules", `{"text":"match destination 192.0.2.4/32 then discard"}`)
 	refused(t, "fourth rule", code, body, `token \"cust\" would have 4 active rules; its max_active_rules is 3`, "withdraw some of its rules first")
-	// Taking over the noc's rule would make it the token's fourth.
+	// The noc's rule inside its prefixes is not the token's to change
+	// (no others_rules): turning a discard into rate-limit 5 would let
+	// traffic through.
 	code, body = ss.do(t, custSecret, "POST", "/v1/rules", `{"text":"match destination 192.0.2.100/32 then rate-limit 5"}`)
-	refused(t, "taking over the noc's rule", code, body, "would have 4 active rules")
+	refused(t, "taking over the noc's rule", code, body, `rule 1 was written by \"noc\"`, "others_rules")
 	// Withdrawing one frees a place.
 	code, body = ss.do(t, custSecret, "DELETE", "/v1/rules/2", "")
 	if code != http.StatusAccepted {
@@ -223,20 +224,33 @@ func TestScopedTokenSeesOnlyItsScope(t *testing.T) {
 			t.Errorf("GET %s: %d %v, want %v", c.path, code, got, c.want)
 		}
 	}
-	for _, path := range []string{fmt.Sprintf("/v1/rules/%d", other), fmt.Sprintf("/v1/rules/%d/history", wide)} {
-		code, body := ss.do(t, custSecret, "GET", path, "")
-		refused(t, "GET "+path, code, body, "192.0.2.0/24")
+	// Another scope's rule is indistinguishable from one that does not
+	// exist: the same status and the same body, with its id in place of
+	// the unknown one, and nothing about its destination.
+	_, unknown := ss.do(t, custSecret, "GET", "/v1/rules/999999", "")
+	for _, c := range []struct {
+		secret, method, path string
+		id                   int64
+	}{
+		{custSecret, "GET", "/v1/rules/%d", other},
+		{custSecret, "GET", "/v1/rules/%d/history", wide},
+		{viewSecret, "GET", "/v1/rules/%d", upper},
+		{custSecret, "DELETE", "/v1/rules/%d", wide},
+		{custSecret, "DELETE", "/v1/rules/%d", global},
+	} {
+		code, body := ss.do(t, c.secret, c.method, fmt.Sprintf(c.path, c.id), "")
+		want := strings.ReplaceAll(unknown, "999999", fmt.Sprint(c.id))
+		if code != http.StatusNotFound || body != want {
+			t.Errorf("%s %s: %d %s, want 404 %s", c.method, fmt.Sprintf(c.path, c.id), code, body, want)
+		}
 	}
-	code, body := ss.do(t, viewSecret, "GET", fmt.Sprintf("/v1/rules/%d", upper), "")
-	refused(t, "view token showing a rule outside its /25", code, body, "192.0.2.0/25", "destination 192.0.2.200/32")
+	var code int
+	var body string
 	if code, body := ss.do(t, custSecret, "GET", fmt.Sprintf("/v1/rules/%d/history", mine), ""); code != http.StatusOK || !strings.Contains(body, `"actor":"cust"`) {
 		t.Errorf("history of its own rule: %d %s", code, body)
 	}
-	// Withdrawing another scope's rule, by id or by text, is refused.
-	code, body = ss.do(t, custSecret, "DELETE", fmt.Sprintf("/v1/rules/%d", wide), "")
-	refused(t, "withdraw a wider rule", code, body, "destination 192.0.0.0/16, outside them", "another scope's rule: ask someone whose token covers 192.0.0.0/16")
-	code, body = ss.do(t, custSecret, "DELETE", fmt.Sprintf("/v1/rules/%d", global), "")
-	refused(t, "withdraw a rule without destination", code, body, "no destination prefix", "ask someone with an unscoped token")
+	// Withdrawing another scope's rule by text is refused naming the
+	// caller's own text, nothing stored.
 	code, body = ss.do(t, custSecret, "POST", "/v1/rules/withdraw", `{"text":"match destination 198.51.100.7/32 then discard"}`)
 	refused(t, "withdraw by text", code, body, "198.51.100.7/32")
 	if r, _ := ss.st.Get(context.Background(), wide); r.WithdrawRequested {

@@ -9,30 +9,24 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
-// Rules is the desired state the API reads and writes (implemented by
-// *store.Store). Errors matching store.ErrNotFound become 404,
-// store.ErrInvalidInput 400 and store.ErrUnavailable 503.
+// Rules is the desired state the API reads (implemented by
+// *store.Store). Errors matching store.ErrNotFound become 404 and
+// store.ErrUnavailable 503. The API never writes it: every write goes
+// through the Gate.
 type Rules interface {
-	// Upsert stores in; an active rule with the same match is updated in
-	// place (created=false).
-	Upsert(ctx context.Context, in store.Input) (r store.Rule, created bool, err error)
 	// Get returns store.ErrNotFound for an unknown id.
 	Get(ctx context.Context, id int64) (store.Rule, error)
 	// List returns rules newest first; every state when state is "".
 	List(ctx context.Context, state store.State) ([]store.Rule, error)
 	// ListPage returns one page of List's order after an id cursor.
 	ListPage(ctx context.Context, p store.Page) ([]store.Rule, error)
-	// Withdraw asks for an active rule to be withdrawn.
-	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
-	// UpsertMany upserts every input in one transaction, all or nothing,
-	// and returns the rules in input order.
-	UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error)
 	// History returns a rule's audit trail, oldest first; store.ErrNotFound
 	// for an unknown id.
 	History(ctx context.Context, id int64) ([]store.Event, error)
@@ -42,6 +36,17 @@ type Rules interface {
 	// Sites returns the sites known to the store (each appliance
 	// registers its own at start), sorted.
 	Sites(ctx context.Context) ([]string, error)
+}
+
+// Gate is the one door of every write (implemented by *admit.Gate): it
+// takes the request's actor and answers typed refusals (*admit.Refusal),
+// which the API maps to statuses and codes.
+type Gate interface {
+	Add(ctx context.Context, a admit.Actor, req admit.Request) (store.Rule, bool, error)
+	AddMany(ctx context.Context, a admit.Actor, reqs []admit.Request) ([]store.Rule, error)
+	Validate(ctx context.Context, a admit.Actor, req admit.Request) (admit.Verdict, error)
+	Withdraw(ctx context.Context, a admit.Actor, id int64) (store.Rule, error)
+	WithdrawMatch(ctx context.Context, a admit.Actor, text string) ([]store.Rule, error)
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).
@@ -76,7 +81,6 @@ type options struct {
 	observer        RequestObserver
 	passes          Passes
 	shutdown        Shutdowner
-	sendable        func(flowspec.Match) error
 	events          *Events      // console.go
 	series          *Series      // console.go
 	console         http.Handler // console.go
@@ -117,13 +121,6 @@ func WithReconciler(p Passes) Option {
 	return func(o *options) { o.passes = p }
 }
 
-// WithSendable refuses rules that check says can never be announced (the
-// speaker's limits, bgp.Sendable) with 422 unsendable_rule, before they
-// are stored: an acknowledged rule must be one that can reach the routers.
-func WithSendable(check func(flowspec.Match) error) Option {
-	return func(o *options) { o.sendable = check }
-}
-
 // WithMaxBodyBytes limits request bodies (default DefaultMaxBodyBytes);
 // larger ones get 413 body_too_large.
 func WithMaxBodyBytes(n int64) Option {
@@ -144,8 +141,7 @@ func WithShutdownTimeout(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the clock that turns a TTL into an expiry time (default
-// time.Now).
+// WithClock sets the clock of the API's own times (default time.Now).
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {
 		if now != nil {
@@ -158,6 +154,7 @@ func WithClock(now func() time.Time) Option {
 type Server struct {
 	log     hclog.Logger
 	rules   Rules
+	gate    Gate
 	rib     RIB
 	opts    options
 	mux     *http.ServeMux
@@ -165,8 +162,9 @@ type Server struct {
 	handler http.Handler // what the control socket serves
 }
 
-// New returns a Server over rules and rib. A nil log discards logs.
-func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
+// New returns a Server that reads rules and rib and writes through gate.
+// A nil log discards logs.
+func New(log hclog.Logger, rules Rules, gate Gate, rib RIB, opts ...Option) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -174,10 +172,7 @@ func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Server{log: log, rules: rules, rib: rib, opts: o}
-	if o.events != nil {
-		s.rules = nudgingRules{Rules: rules, e: o.events}
-	}
+	s := &Server{log: log, rules: rules, gate: gate, rib: rib, opts: o}
 	s.mux = s.routes()
 	s.inner = s.limitBody(jsonFallback(s.mux))
 	s.handler = s.instrument(s.recoverer(s.inner))

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,16 +46,24 @@ func startServer(t *testing.T) *testServer {
 	return ts
 }
 
-// startServerOver serves a Server over rules and a fake RIB on a real unix
+// startServerOver serves a Server over rules, written through an
+// admission gate with default settings, and a fake RIB on a real unix
 // socket.
-func startServerOver(t *testing.T, rules api.Rules, opts ...api.Option) *testServer {
+func startServerOver(t *testing.T, rules testStore, opts ...api.Option) *testServer {
+	t.Helper()
+	return startServerGate(t, rules, newGate(rules, admit.Config{}), opts...)
+}
+
+// startServerGate serves a Server that reads rules and writes through
+// gate, and a fake RIB, on a real unix socket.
+func startServerGate(t *testing.T, rules api.Rules, gate api.Gate, opts ...api.Option) *testServer {
 	t.Helper()
 	ts := &testServer{
 		sock: filepath.Join(t.TempDir(), "run", "rk.sock"),
 		rib:  newFakeRIB(),
 	}
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
-	srv := api.New(log, rules, ts.rib, append([]api.Option{api.WithMaxBodyBytes(4096)}, opts...)...)
+	srv := api.New(log, rules, gate, ts.rib, append([]api.Option{api.WithMaxBodyBytes(4096)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ctx, ts.sock) }()
@@ -377,7 +386,7 @@ func TestSocket(t *testing.T) {
 	}
 
 	// A second server refuses the live socket and leaves it working.
-	err = api.New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), ts.sock)
+	err = newAPI(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), ts.sock)
 	if err == nil || !strings.Contains(err.Error(), "another process is listening") {
 		t.Errorf("second Serve on a live socket: %v", err)
 	}
@@ -405,7 +414,7 @@ func TestSocketStaleAndNotASocket(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- api.New(nil, newFakeRules(), newFakeRIB()).Serve(ctx, stale) }()
+	go func() { errc <- newAPI(nil, newFakeRules(), newFakeRIB()).Serve(ctx, stale) }()
 	waitListening(t, stale, errc)
 	cancel()
 	if err := <-errc; err != nil {
@@ -416,7 +425,7 @@ func TestSocketStaleAndNotASocket(t *testing.T) {
 	if err := os.WriteFile(file, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = api.New(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), file)
+	err = newAPI(nil, newFakeRules(), newFakeRIB()).Serve(context.Background(), file)
 	if err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Errorf("Serve on a regular file: %v", err)
 	}

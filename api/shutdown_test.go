@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/cli"
 
@@ -32,7 +33,7 @@ func (f *fakeShutdowner) Shutdown(_ context.Context, withdraw bool) error {
 // the speaker's reason: never 201 and then left unannounced.
 func TestUnsendableRuleRefused(t *testing.T) {
 	rules := newFakeRules()
-	ts := startServerOver(t, rules, api.WithSendable(bgp.Sendable))
+	ts := startServerGate(t, rules, newGate(rules, admit.Config{Sendable: bgp.Sendable}))
 	// 80 destination ports of two octets: 2 + 240 bytes of NLRI.
 	var ports []string
 	for i := range 80 {
@@ -74,7 +75,7 @@ func TestShutdownRoute(t *testing.T) {
 		t.Fatalf("failed shutdown: %v; shutdowner %+v", err, sd)
 	}
 	// The handler served on other listeners (TCP) has no such route.
-	h := api.New(nil, newFakeRules(), newFakeRIB(), api.WithShutdown(sd)).Handler()
+	h := newAPI(nil, newFakeRules(), newFakeRIB(), api.WithShutdown(sd)).Handler()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/shutdown", strings.NewReader(`{}`)))
 	if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed || sd.calls != 2 {

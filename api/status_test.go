@@ -35,7 +35,7 @@ func (f *fakePasses) Preview(context.Context) (reconcile.Plan, error) { return r
 
 func TestStatusCLI(t *testing.T) {
 	rules, rib, passes := newFakeRules(), newFakeRIB(), &fakePasses{}
-	srv := api.New(nil, rules, rib, api.WithReconciler(passes))
+	srv := newAPI(nil, rules, rib, api.WithReconciler(passes))
 	sock := filepath.Join(t.TempDir(), "rk.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -141,7 +141,7 @@ func TestStatusLastPassAndSinceStart(t *testing.T) {
 	rules, rib := newFakeRules(), newFakeRIB()
 	passes := &driftPasses{drift: reconcile.DriftCounts{Readded: 4, OrphansWithdrawn: 2, SpeakerRestarts: 1}}
 	mx := metrics.New(nil)
-	srv := api.New(nil, rules, rib, api.WithReconciler(passes), api.WithMetrics(nil, mx))
+	srv := newAPI(nil, rules, rib, api.WithReconciler(passes), api.WithMetrics(nil, mx))
 	sock := filepath.Join(t.TempDir(), "rk.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

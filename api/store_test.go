@@ -124,19 +124,3 @@ func TestWithSQLiteStore(t *testing.T) {
 	status, body = ts.do(t, "GET", "/v1/rules/999", "")
 	wantError(t, status, body, 404, api.CodeNotFound)
 }
-
-func TestRequestField(t *testing.T) {
-	for _, c := range []struct {
-		e    store.InputError
-		want string
-	}{
-		{store.InputError{Index: -1, Field: "sites"}, "sites"},
-		{store.InputError{Index: -1, Field: "expires_at"}, "ttl"},
-		{store.InputError{Index: 2, Field: "rule"}, "rules[2].text"},
-		{store.InputError{Index: 0, Field: "reason"}, "rules[0].reason"},
-	} {
-		if got := api.RequestField(&c.e); got != c.want {
-			t.Errorf("api.RequestField(%+v) = %q, want %q", c.e, got, c.want)
-		}
-	}
-}

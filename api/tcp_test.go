@@ -54,7 +54,7 @@ func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 	l.Close()
 	rules := newFakeRules()
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
-	srv := api.New(log, rules, newFakeRIB(), api.WithMaxBodyBytes(4096))
+	srv := newAPI(log, rules, newFakeRIB(), api.WithMaxBodyBytes(4096))
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTCP(ctx, c) }()
@@ -210,7 +210,7 @@ func TestTCPNoTokens(t *testing.T) {
 		if !errors.Is(err, api.ErrNoTokens) {
 			t.Errorf("CheckTCP(%s) without tokens = %v, want ErrNoTokens", addr, err)
 		}
-		srv := api.New(nil, newFakeRules(), newFakeRIB())
+		srv := newAPI(nil, newFakeRules(), newFakeRIB())
 		if err := srv.ServeTCP(context.Background(), api.TCPConfig{Addr: addr}); !errors.Is(err, api.ErrNoTokens) {
 			t.Errorf("ServeTCP(%s) without tokens = %v, want ErrNoTokens", addr, err)
 		}

@@ -1,14 +1,8 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // Validation is the body of POST /v1/validate: the request checked as
@@ -20,59 +14,44 @@ type Validation struct {
 	Text   string `json:"text"`
 	Match  string `json:"match"`
 	Action string `json:"action"`
-	// ExpiresAt is when the rule would expire, if the request has a ttl.
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// ExpiresAt is when the rule would expire; absent when it would
+	// never expire or keeps the expiry of the active rule (KeepsExpiry).
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	KeepsExpiry bool       `json:"keeps_expiry,omitempty"`
+	// Warnings say what is allowed but dangerous.
+	Warnings []string `json:"warnings"`
 }
 
 // validateRule handles POST /v1/validate: the same body as POST
-// /v1/rules, parsed by the same parser and refused with the same errors
-// (invalid_rule with the column of the offending word, invalid_ttl,
-// unsendable_rule, out_of_scope for a scoped token, an unknown site), and
-// nothing is stored. Guardrails
-// (quotas, the safelist) are checked only when a rule is stored.
+// /v1/rules, checked by the gate exactly as a write of it would be
+// (parser, bounds, scope, the guardrails that concern the rule itself,
+// sites), and nothing is stored: a rule a write would refuse gets the
+// write's error (a guardrail's names the guardrail), and a valid one the
+// warnings about what is allowed but dangerous.
 func (s *Server) validateRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
-	in, err := s.ruleInput(r)
+	var req ruleRequest
+	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
+		return 0, nil, err
+	}
+	v, err := s.gate.Validate(r.Context(), writer(r), req.admit())
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.knownSites(r.Context(), in); err != nil {
-		return 0, nil, err
+	if v.Refusal != nil {
+		return 0, nil, v.Refusal
 	}
 	out := Validation{
-		Valid:  true,
-		Family: in.Rule.Match.Family().String(),
-		Text:   in.Rule.String(),
-		Match:  in.Rule.Match.String(),
-		Action: in.Rule.Action.String(),
+		Valid:       true,
+		Family:      v.Rule.Match.Family().String(),
+		Text:        v.Rule.String(),
+		Match:       v.Rule.Match.String(),
+		Action:      v.Rule.Action.String(),
+		KeepsExpiry: v.KeepsExpiry,
+		Warnings:    append([]string{}, v.Warnings...),
 	}
-	if !in.ExpiresAt.IsZero() {
-		t := in.ExpiresAt.UTC()
+	if !v.ExpiresAt.IsZero() {
+		t := v.ExpiresAt.UTC()
 		out.ExpiresAt = &t
 	}
 	return http.StatusOK, out, nil
-}
-
-// knownSites refuses sites no appliance registered, as the store does
-// when it stores the rule.
-func (s *Server) knownSites(ctx context.Context, in store.Input) error {
-	if len(in.Sites) == 0 || in.AllowUnknownSites {
-		return nil
-	}
-	known, err := s.rules.Sites(ctx)
-	if err != nil {
-		return err
-	}
-	for _, site := range in.Sites {
-		if slices.Contains(known, strings.TrimSpace(site)) {
-			continue
-		}
-		list := "none yet"
-		if len(known) > 0 {
-			list = strings.Join(known, ", ")
-		}
-		return &store.InputError{Index: -1, Field: "sites", Msg: fmt.Sprintf(
-			"unknown site %q: the known sites are %s; check the spelling, or allow unknown sites (CLI --allow-unknown-sites, JSON allow_unknown_sites) for a site not started yet",
-			site, list)}
-	}
-	return nil
 }

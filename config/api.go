@@ -47,6 +47,17 @@ func (v *validator) apiListener(f *file, c *Config) {
 			v.add(key("role"), "%q is not a role: use \"read\" or \"write\"", t.Role)
 		}
 		v.tokenScope(key, t.Prefixes, t.Actions, t.MaxActiveRules, &tok)
+		tok.NeverExpires, tok.OthersRules = t.NeverExpires, t.OthersRules
+		if n := t.MaxNewRulesPerMinute; n != nil {
+			if *n < -1 || *n > 1<<31 {
+				v.add(key("max_new_rules_per_minute"), "%d is not a rate: use a positive number, or -1 for no cap", *n)
+			} else {
+				tok.MaxNewRulesPerMinute = int(*n)
+			}
+		}
+		if tok.Role == "read" && (t.NeverExpires || t.OthersRules || t.MaxNewRulesPerMinute != nil) {
+			v.add(key("role"), "a read token writes nothing: remove never_expires, others_rules and max_new_rules_per_minute, or give the token role \"write\"")
+		}
 		sources := 0
 		for _, s := range []string{t.Token, t.TokenEnv, t.TokenFile} {
 			if s != "" {

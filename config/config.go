@@ -30,6 +30,7 @@ type Config struct {
 	DynamicNeighbors []DynamicNeighbor
 	RTBH             RTBH
 	Guardrails       Guardrails
+	Limits           Limits
 	Store            Store
 	API              API
 	Reconcile        Reconcile
@@ -156,6 +157,26 @@ type Token struct {
 	// MaxActiveRules caps the active rules the token created or last
 	// changed (0: no cap); the [guardrails] apply on top.
 	MaxActiveRules int
+	// MaxNewRulesPerMinute caps the new rules the token may create in any
+	// minute: 0 takes [limits] scoped_new_rules_per_minute for a scoped
+	// token (none for an unscoped one), -1 means no cap.
+	MaxNewRulesPerMinute int
+	// NeverExpires lets the token store rules that never expire ("ttl":
+	// "never", or none when [guardrails] would give a default TTL).
+	NeverExpires bool
+	// OthersRules lets a scoped token change and withdraw rules that other
+	// actors wrote (inside its prefixes and actions).
+	OthersRules bool
+}
+
+// Limits bound what one request may ask of the admission gate
+// ([limits]); 0 takes the gate's default.
+type Limits struct {
+	MaxBatchRules           int // rules in one batch request
+	MaxSitesPerRule         int // sites one rule may name
+	MaxSiteNameBytes        int // bytes of one site name
+	MaxTextBytes            int // bytes of one rule's text
+	ScopedNewRulesPerMinute int // new rules a minute of a scoped token that sets none
 }
 
 // Scoped reports whether t is limited beyond its role.

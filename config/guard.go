@@ -46,3 +46,36 @@ type Guardrails struct {
 	// MaxNewRulesPerMinute caps rules created per minute (0: no cap).
 	MaxNewRulesPerMinute int
 }
+
+// Upper bounds of the [limits] settings: past these a setting is a
+// mistake, not a choice (a site name longer than the store keeps, a
+// batch no body limit lets through).
+const (
+	maxBatchRulesCap    = 1000000
+	maxSitesPerRuleCap  = 1024
+	maxSiteNameBytesCap = 128
+	maxTextBytesCap     = 65536
+)
+
+// limits validates [limits].
+func (v *validator) limits(f *file, c *Config) {
+	l := &f.Limits
+	for _, q := range []struct {
+		key string
+		n   int64
+		max int64
+		dst *int
+	}{
+		{"limits.max_batch_rules", l.MaxBatchRules, maxBatchRulesCap, &c.Limits.MaxBatchRules},
+		{"limits.max_sites_per_rule", l.MaxSitesPerRule, maxSitesPerRuleCap, &c.Limits.MaxSitesPerRule},
+		{"limits.max_site_name_bytes", l.MaxSiteNameBytes, maxSiteNameBytesCap, &c.Limits.MaxSiteNameBytes},
+		{"limits.max_text_bytes", l.MaxTextBytes, maxTextBytesCap, &c.Limits.MaxTextBytes},
+		{"limits.scoped_new_rules_per_minute", l.ScopedNewRulesPerMinute, 1 << 31, &c.Limits.ScopedNewRulesPerMinute},
+	} {
+		if q.n < 0 || q.n > q.max {
+			v.add(q.key, "%d is out of range: use 1 to %d, or leave it out for the default", q.n, q.max)
+			continue
+		}
+		*q.dst = int(q.n)
+	}
+}

@@ -85,7 +85,14 @@ type file struct {
 			IPv6Unicast  []int64 `toml:"ipv6_unicast"`
 		} `toml:"prefix_lengths"`
 	} `toml:"guardrails"`
-	Rules []staticRuleFile `toml:"rule"`
+	Rules  []staticRuleFile `toml:"rule"`
+	Limits struct {
+		MaxBatchRules           int64 `toml:"max_batch_rules"`
+		MaxSitesPerRule         int64 `toml:"max_sites_per_rule"`
+		MaxSiteNameBytes        int64 `toml:"max_site_name_bytes"`
+		MaxTextBytes            int64 `toml:"max_text_bytes"`
+		ScopedNewRulesPerMinute int64 `toml:"scoped_new_rules_per_minute"`
+	} `toml:"limits"`
 	Store struct {
 		Driver           string `toml:"driver"`
 		Path             string `toml:"path"`
@@ -107,6 +114,10 @@ type file struct {
 			Prefixes       []string `toml:"prefixes"`
 			Actions        []string `toml:"actions"`
 			MaxActiveRules *int64   `toml:"max_active_rules"`
+			// Rate and permissions (all optional): see Token.
+			MaxNewRulesPerMinute *int64 `toml:"max_new_rules_per_minute"`
+			NeverExpires         bool   `toml:"never_expires"`
+			OthersRules          bool   `toml:"others_rules"`
 		} `toml:"token"`
 	} `toml:"api"`
 	Reconcile struct {
@@ -287,6 +298,7 @@ func (v *validator) build(f *file) *Config {
 	v.dynamic(f, c)
 	v.rtbh(f, c)
 	v.guardrails(f, c)
+	v.limits(f, c)
 	v.staticRules(f.Rules, c)
 
 	// [store]

@@ -28,6 +28,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -146,7 +147,7 @@ func storeBenchAPI(b *testing.B, st *store.Store) *http.Client {
 	sock := filepath.Join(b.TempDir(), "api.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- api.New(nil, st, storeBenchRIB{}).Serve(ctx, sock) }()
+	go func() { done <- api.New(nil, st, admit.New(admit.Config{Store: st}), storeBenchRIB{}).Serve(ctx, sock) }()
 	b.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

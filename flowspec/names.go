@@ -6,11 +6,16 @@ import (
 )
 
 // RTBHActionName names, in a list of allowed actions (an API token's
-// actions), every RTBH route: "route PREFIX then ...". BlackholeActionName
-// ("blackhole", the word route text uses) is read as the same.
+// actions), a blackhole route exactly: "route PREFIX then blackhole"
+// (BLACKHOLE and NO_EXPORT, the site's configured next hop, nothing
+// else). BlackholeActionName ("blackhole", the word route text uses) is
+// read as the same. RouteActionName names every other route: one that
+// sets its own communities or next hop, which can steer traffic rather
+// than drop it, so it is a permission of its own.
 const (
 	RTBHActionName      = "rtbh"
 	BlackholeActionName = "blackhole"
+	RouteActionName     = "route"
 )
 
 // actionNames are the FlowSpec actions by the word that starts them in
@@ -20,8 +25,8 @@ var actionNames = []string{"discard", "rate-limit", "rate-limit-packets", "accep
 	"redirect", "redirect-ip", "mark", "ext", "ext6"}
 
 // ActionNames lists every action name a list of allowed actions may hold:
-// the FlowSpec actions as rule text starts them, then "rtbh".
-func ActionNames() []string { return append(slices.Clone(actionNames), RTBHActionName) }
+// the FlowSpec actions as rule text starts them, then "rtbh" and "route".
+func ActionNames() []string { return append(slices.Clone(actionNames), RTBHActionName, RouteActionName) }
 
 // CanonicalActionName returns the name of an allowed action as ActionNames
 // spells it ("blackhole" is "rtbh"; case does not matter), and whether it
@@ -31,16 +36,20 @@ func CanonicalActionName(s string) (string, bool) {
 	if s == BlackholeActionName {
 		s = RTBHActionName
 	}
-	return s, slices.Contains(actionNames, s) || s == RTBHActionName
+	return s, slices.Contains(actionNames, s) || s == RTBHActionName || s == RouteActionName
 }
 
 // UsedActionNames returns the names of the actions r uses, as ActionNames
-// spells them, each once, in the order the rule's text prints them: "rtbh" for a route, for a
-// FlowSpec rule the words that start its actions ("rate-limit 125000
+// spells them, each once, in the order the rule's text prints them: for a
+// route "rtbh" when it is exactly a blackhole (Blackhole, no next hop of
+// its own) and "route" otherwise; for a FlowSpec rule the words that start its actions ("rate-limit 125000
 // action sample" uses "rate-limit" and "action").
 func UsedActionNames(r Rule) []string {
 	if r.Match.Family().IsRoute() {
-		return []string{RTBHActionName}
+		if r.Action == Blackhole() {
+			return []string{RTBHActionName}
+		}
+		return []string{RouteActionName}
 	}
 	var out []string
 	for _, w := range strings.Fields(r.Action.String()) {

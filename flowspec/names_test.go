@@ -14,7 +14,10 @@ func TestUsedActionNames(t *testing.T) {
 		"match destination 192.0.2.1/32 then accept":                                          {"accept"},
 		"match destination 192.0.2.1/32 then ext 0x0102030405060708":                          {"ext"},
 		"route 192.0.2.1/32 then blackhole":                                                   {"rtbh"},
-		"route 192.0.2.1/32 then community 65000:1 next-hop 192.0.2.254":                      {"rtbh"},
+		"route 192.0.2.1/32 then community 65000:1 next-hop 192.0.2.254":                      {"route"},
+		"route 192.0.2.1/32 then blackhole community 65000:1":                                 {"route"},
+		"route 192.0.2.1/32 then blackhole next-hop 192.0.2.254":                              {"route"},
+		"route 2001:db8::1/128 then blackhole":                                                {"rtbh"},
 	} {
 		r, err := Parse(text)
 		if err != nil {
@@ -29,12 +32,12 @@ func TestUsedActionNames(t *testing.T) {
 			}
 		}
 	}
-	for in, want := range map[string]string{"Discard": "discard", "blackhole": "rtbh", "rtbh": "rtbh", " mark ": "mark"} {
+	for in, want := range map[string]string{"Discard": "discard", "blackhole": "rtbh", "rtbh": "rtbh", " mark ": "mark", "Route": "route"} {
 		if got, ok := CanonicalActionName(in); !ok || got != want {
 			t.Errorf("CanonicalActionName(%q) = %q, %v; want %q", in, got, ok, want)
 		}
 	}
-	for _, bad := range []string{"", "drop", "sample", "route"} {
+	for _, bad := range []string{"", "drop", "sample", "routes"} {
 		if _, ok := CanonicalActionName(bad); ok {
 			t.Errorf("CanonicalActionName(%q) accepted", bad)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -116,7 +117,7 @@ func newMxRig(t *testing.T) *mxRig {
 		Recorder: m, SettleTimeout: 200 * time.Millisecond, RetryBase: 10 * time.Millisecond,
 	})
 	m.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
-	srv := api.New(log.Named("api"), st, sp, api.WithMetrics(m.Handler(), m), api.WithReconciler(rec))
+	srv := api.New(log.Named("api"), st, admit.New(admit.Config{Store: st}), sp, api.WithMetrics(m.Handler(), m), api.WithReconciler(rec))
 	sock := filepath.Join(dir, "rk.sock")
 	go rec.Run(ctx)
 	go srv.Serve(ctx, sock)

@@ -34,11 +34,16 @@ type QuotaCounts struct {
 	Existing map[flowspec.Match]Existing
 }
 
-// Existing is an active rule as quotas see it.
+// Existing is an active rule as quotas and scopes see it.
 type Existing struct {
 	ID        int64
+	Match     flowspec.Match
 	Actor     string
 	ExpiresAt time.Time // zero: never
+	// Action is the rule's stored action; the zero Action when the
+	// stored bytes no longer decode (the reconciler reports those).
+	Action flowspec.Action
+	Origin string // "config:SITE" for a static rule, "" otherwise
 }
 
 // destinationKey is the stored form of a rule's destination (column
@@ -87,18 +92,19 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at`+live+` AND family = ? AND nlri IN (`+
+			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at, communities, origin`+live+` AND family = ? AND nlri IN (`+
 				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+")", append([]any{int64(fam)}, chunk...)...)
 			if err != nil {
 				return QuotaCounts{}, s.wrap(ctx, op, err)
 			}
 			for rs.Next() {
 				var (
-					e    Existing
-					nlri []byte
-					exp  dbTime
+					e     Existing
+					nlri  []byte
+					comms []byte
+					exp   dbTime
 				)
-				if err := rs.Scan(&e.ID, &nlri, &e.Actor, &exp); err != nil {
+				if err := rs.Scan(&e.ID, &nlri, &e.Actor, &exp, &comms, &e.Origin); err != nil {
 					rs.Close()
 					return QuotaCounts{}, s.wrap(ctx, op, err)
 				}
@@ -106,7 +112,8 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 				if err != nil || n != len(nlri) {
 					continue // bad stored bytes: the reconciler reports them
 				}
-				e.ExpiresAt = exp.t
+				e.Match, e.ExpiresAt = m, exp.t
+				e.Action, _ = flowspec.DecodeStoredAction(fam, comms)
 				out.Existing[m] = e
 			}
 			err = rs.Err()

@@ -37,6 +37,17 @@ func (s *Store) List(ctx context.Context, state State) ([]Rule, error) {
 	return s.list(ctx, "list rules", q+" ORDER BY r.id DESC", args...)
 }
 
+// ActiveFrom returns the active rules that origin declared (the static
+// rules of one site's configuration, StaticOrigin), whatever sites they
+// target, oldest first.
+func (s *Store) ActiveFrom(ctx context.Context, origin string) ([]Rule, error) {
+	if origin == "" {
+		return nil, invalid("origin", "empty origin: name the configuration that declared the rules")
+	}
+	return s.list(ctx, "list declared rules", "SELECT "+ruleCols+ruleFrom+
+		" WHERE r.state = 'active' AND r.origin = ? ORDER BY r.id", s.site, origin)
+}
+
 // ActiveRules returns every rule in state Active that targets this site,
 // including those past ExpiresAt or with WithdrawRequested, oldest first.
 // An error means desired state is unknown, never empty.

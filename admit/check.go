@@ -1,0 +1,208 @@
+package admit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// admit checks ps for a and, when everything passed, records the new
+// rules against the rate limits. The caller holds g.mu.
+func (g *Gate) admit(ctx context.Context, a Actor, ps []parsed, batch bool) error {
+	return g.check(ctx, a, ps, batch, false)
+}
+
+// check applies, in order, the actor's scope to each rule as sent, the
+// checks of an update against the stored rule, the guardrails and the
+// actor's own rate of new rules. It sets each input's ExpiresAt. A dry
+// check (Validate) records nothing and applies only the guardrails that
+// concern the rule itself.
+func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool) error {
+	at := func(i int) int {
+		if batch {
+			return i
+		}
+		return -1
+	}
+	for i := range ps {
+		if ref := scopeRefusal(a, ps[i].in.Rule, at(i)); ref != nil {
+			return ref
+		}
+	}
+	now := g.now()
+	for i := range ps {
+		if ps[i].ttlGiven && !ps[i].never {
+			ps[i].in.ExpiresAt = now.Add(ps[i].ttl)
+		}
+	}
+	var existing map[flowspec.Match]store.Existing
+	if a.Scope.Scoped() {
+		var err error
+		if existing, err = g.lookup(ctx, ps); err != nil {
+			return err
+		}
+		for i := range ps {
+			e, ok := existing[ps[i].in.Rule.Match]
+			if !ok {
+				continue
+			}
+			if ref := mayChange(a, e, at(i), "update"); ref != nil {
+				return ref
+			}
+		}
+	}
+	gins := make([]guard.Input, len(ps))
+	for i, p := range ps {
+		gins[i] = guard.Input{Rule: p.in.Rule, ExpiresAt: p.in.ExpiresAt, KeepExpiry: p.in.Keep&store.KeepExpiry != 0}
+	}
+	if dry {
+		var ttl time.Duration
+		if !gins[0].ExpiresAt.IsZero() {
+			ttl = gins[0].ExpiresAt.Sub(now).Round(time.Second)
+		}
+		if v := g.guard.CheckRule(gins[0].Rule, ttl); v != nil {
+			return violation(v, at(0))
+		}
+		return nil
+	}
+	// The actor's own rate is checked before the guardrails, whose global
+	// rate limit records the new rules when everything passed.
+	rate, created := g.actorRate(a), 0
+	if rate > 0 {
+		created = countNew(ps, existing)
+		if ok, retry := g.rates.peek(a.Name, now, created, rate); !ok {
+			last := len(ps) - 1
+			return &Refusal{Kind: KindRateLimited, Index: at(last), Field: "text", RetryAfter: retry,
+				Msg: fmt.Sprintf("%s may create at most %d new rules a minute ([[api.token]] max_new_rules_per_minute, or [limits] scoped_new_rules_per_minute for every scoped token); retry in %s",
+					a.who(), rate, retry.Round(time.Second))}
+		}
+	}
+	var q guard.Quota
+	if a.Scope.MaxActive > 0 {
+		q = guard.Quota{Actor: a.Name, Max: a.Scope.MaxActive}
+	}
+	v, err := g.guard.Check(ctx, g.cfg.Store, gins, q)
+	if err != nil {
+		return fromStore(err, 0)
+	}
+	if v != nil {
+		return violation(v, at(v.Index))
+	}
+	if rate > 0 {
+		g.rates.record(a.Name, now, created)
+	}
+	return nil
+}
+
+// lookup returns the active rules with the matches of ps.
+func (g *Gate) lookup(ctx context.Context, ps []parsed) (map[flowspec.Match]store.Existing, error) {
+	q := store.QuotaQuery{Matches: make([]flowspec.Match, len(ps))}
+	for i, p := range ps {
+		q.Matches[i] = p.in.Rule.Match
+	}
+	c, err := g.cfg.Store.QuotaCounts(ctx, q)
+	if err != nil {
+		return nil, fromStore(err, 0)
+	}
+	return c.Existing, nil
+}
+
+// countNew counts the distinct matches of ps that are not active yet.
+func countNew(ps []parsed, existing map[flowspec.Match]store.Existing) int {
+	seen := make(map[flowspec.Match]bool, len(ps))
+	n := 0
+	for _, p := range ps {
+		m := p.in.Rule.Match
+		if _, ok := existing[m]; ok || seen[m] {
+			continue
+		}
+		seen[m] = true
+		n++
+	}
+	return n
+}
+
+// actorRate is the rate of new rules a may create per minute; 0: no cap.
+func (g *Gate) actorRate(a Actor) int {
+	switch {
+	case a.Scope.MaxNewPerMinute > 0:
+		return a.Scope.MaxNewPerMinute
+	case a.Scope.MaxNewPerMinute < 0 || !a.Scope.Scoped():
+		return 0
+	}
+	return g.Limits().ScopedNewRulesPerMinute
+}
+
+// scopeRefusal checks a rule a is to store against a's prefixes and
+// actions. The rule is the actor's own request, so the refusal may name
+// its destination.
+func scopeRefusal(a Actor, r flowspec.Rule, index int) *Refusal {
+	s, name := a.Scope, a.who()
+	if !s.Sees(r.Match) {
+		d, ok := r.Match.Destination()
+		if !ok {
+			return refuse(KindForbidden, index, "text",
+				"%s may act only on destinations inside %s; the rule has no destination prefix, so it matches traffic to every address: add \"destination PREFIX\" inside one of them",
+				name, s.prefixList())
+		}
+		return refuse(KindForbidden, index, "text",
+			"%s may act only on destinations inside %s; the rule has destination %s, outside them: use a destination inside them, or a token whose prefixes cover %s",
+			name, s.prefixList(), d, d)
+	}
+	if act := s.forbiddenAction(r); act != "" {
+		hint := ""
+		if act == flowspec.RouteActionName {
+			hint = ` ("rtbh" allows "route PREFIX then blackhole" exactly; communities or a next hop of its own need action "route")`
+		}
+		return refuse(KindForbidden, index, "text",
+			"%s may not use action %s; it may use %s: change the rule's action, or ask for a token whose actions include %s%s",
+			name, act, strings.Join(s.Actions, ", "), act, hint)
+	}
+	return nil
+}
+
+// mayChange checks that a scoped a may change (op "update") or withdraw
+// (op "withdraw") the active rule e: its current action is one a may use,
+// and a wrote it or may act on others' rules. The rule lies inside a's
+// prefixes (the caller checked), so naming it leaks nothing.
+func mayChange(a Actor, e store.Existing, index int, op string) *Refusal {
+	s := a.Scope
+	if !s.Scoped() {
+		return nil
+	}
+	if len(s.Actions) > 0 && e.Action.IsValid() {
+		for _, act := range usedActions(e) {
+			if !slices.Contains(s.Actions, act) {
+				return refuse(KindForbidden, index, "text",
+					"rule %d uses action %s, which %s may not use, so it may not %s it: ask someone whose token allows %s",
+					e.ID, act, a.who(), op, act)
+			}
+		}
+	}
+	if e.Actor != a.Name && !s.OthersRules {
+		return refuse(KindForbidden, index, "text",
+			"rule %d was written by %q; %s may %s only its own rules: ask %q or an operator, or grant others_rules to this [[api.token]]",
+			e.ID, e.Actor, a.who(), op, e.Actor)
+	}
+	return nil
+}
+
+func usedActions(e store.Existing) []string {
+	return flowspec.UsedActionNames(flowspec.Rule{Match: e.Match, Action: e.Action})
+}
+
+// violation is the refusal for a guardrail's violation: a scoped token's
+// quota is a matter of its scope (KindForbidden), the rest guardrails.
+func violation(v *guard.Violation, index int) *Refusal {
+	k := KindGuardrail
+	if v.Guardrail == guard.TokenMaxActive {
+		k = KindForbidden
+	}
+	return &Refusal{Kind: k, Index: index, Field: v.Field, Guardrail: v.Guardrail, Msg: oneLine(v.Error()), Err: v}
+}

@@ -1,0 +1,41 @@
+// Package admit is ribkeeper's admission gate: the one door through which
+// every change to the desired state passes. The HTTP API (add, update,
+// batch, withdraw by id or by match, validate), the static [[rule]]
+// entries of the configuration, the guardrails' enforcement after a
+// reload, and every later source of rules (detectors' signals,
+// declarative sets) call a Gate method with an explicit Actor; nothing
+// else calls the store's write methods (a test over the source tree
+// enforces it).
+//
+// The gate decides, in this order, and refuses with a typed *Refusal at
+// the first failure, before anything is stored or announced:
+//
+//  1. input bounds: rule text length, rules per batch, sites per rule and
+//     bytes per site name, reason text, TTL syntax ([limits]);
+//  2. the rule itself: it parses, it is complete, the speaker can carry
+//     it (Config.Sendable);
+//  3. the actor's scope: a scoped actor acts only on destinations inside
+//     its prefixes and with the actions it may use, also when it updates
+//     or withdraws: it cannot change or withdraw a rule whose current
+//     action it may not use, nor another actor's rule unless its scope
+//     says OthersRules. Another scope's stored rule is indistinguishable
+//     from a rule that does not exist (KindNotFound, no destination in
+//     the message). "rtbh" is a blackhole route exactly; a route with
+//     communities or a next hop of its own is action "route";
+//  4. the guardrails (package guard: safelist, protected addresses,
+//     prefix lengths, TTLs, quotas, the global rate of new rules) and the
+//     scoped actor's own quota and rate of new rules;
+//  5. the store's commit.
+//
+// Writes are serialized by the gate, so that quotas and the checks of an
+// update against the stored rule hold for this process (instances that
+// share one PostgreSQL enforce quotas each on its own view).
+//
+// Early announcement: a single rule for every site may be handed to the
+// speaker while its commit runs (time to mitigate), but only after every
+// check above passed and only while the store says a commit is expected
+// to succeed (Config.EarlyReady: no failed or hung commit, room on disk).
+// Once announced, the commit is not abandoned when the client goes away,
+// so an announcement never outlives a write that did not happen and a
+// refused write never reaches a router.
+package admit

@@ -1,0 +1,289 @@
+package admit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ribkeeper/ribkeeper/clock"
+	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/guard"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// Store is the desired state as the gate writes it (implemented by
+// *store.Store). The gate is the only caller of its write methods.
+type Store interface {
+	Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error)
+	UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error)
+	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
+	WithdrawMany(ctx context.Context, items []store.WithdrawItem, actor string) ([]store.Rule, error)
+	Get(ctx context.Context, id int64) (store.Rule, error)
+	// ActiveRules returns the active rules, brief (no reason or sites).
+	ActiveRules(ctx context.Context) ([]store.Rule, error)
+	// ActiveFrom returns the active rules a configuration declared.
+	ActiveFrom(ctx context.Context, origin string) ([]store.Rule, error)
+	// Sites returns the sites registered so far, sorted.
+	Sites(ctx context.Context) ([]string, error)
+	// QuotaCounts answers the quotas' counts and looks up active rules
+	// by match (for the checks of an update against the stored rule).
+	QuotaCounts(ctx context.Context, q store.QuotaQuery) (store.QuotaCounts, error)
+	// Site is this instance's site name.
+	Site() string
+}
+
+// Early announces a rule ahead of its commit (implemented by
+// *reconcile.Reconciler): AnnounceEarly hands it to the speaker, Settle
+// says the write is done (committed or failed) so the reconciler decides
+// from the store again.
+type Early interface {
+	AnnounceEarly(flowspec.Rule)
+	Settle(flowspec.Match)
+}
+
+// Config configures a Gate.
+type Config struct {
+	Store Store
+	// Guardrails are the guardrails in force at start ([guardrails]).
+	Guardrails config.Guardrails
+	Limits     Limits
+	// Sendable refuses what the speaker can never carry (bgp.Sendable);
+	// nil accepts every valid rule.
+	Sendable func(flowspec.Match) error
+	// Early, if set, receives single rules ahead of their commit while
+	// EarlyReady (nil: always) says a commit is expected to succeed.
+	Early      Early
+	EarlyReady func() error
+	// Changed is called after every write that stored something (the
+	// event stream's nudge); nil: nothing.
+	Changed func()
+	Clock   clock.Clock // nil: the system clock
+	Log     hclog.Logger
+}
+
+// Gate is the admission gate. It is safe for concurrent use; writes are
+// serialized.
+type Gate struct {
+	cfg    Config
+	guard  *guard.Guard
+	limits atomic.Pointer[Limits]
+	mu     sync.Mutex // serializes check-and-store
+	rates  actorRates
+}
+
+// New returns a gate over cfg.Store.
+func New(cfg Config) *Gate {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	g := &Gate{cfg: cfg, guard: guard.New(cfg.Guardrails).WithClock(cfg.Clock.Now)}
+	g.SetLimits(cfg.Limits)
+	return g
+}
+
+// SetLimits replaces the input bounds (on reload).
+func (g *Gate) SetLimits(l Limits) {
+	l = l.withDefaults()
+	g.limits.Store(&l)
+}
+
+// Limits returns the input bounds in force.
+func (g *Gate) Limits() Limits { return *g.limits.Load() }
+
+func (g *Gate) now() time.Time { return g.cfg.Clock.Now() }
+
+func (g *Gate) changed() {
+	if g.cfg.Changed != nil {
+		g.cfg.Changed()
+	}
+}
+
+// Add stores one rule for a (upsert by match): created reports a new rule.
+func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, created bool, err error) {
+	if ref := writable(a); ref != nil {
+		return store.Rule{}, false, ref
+	}
+	l := g.Limits()
+	p, ref := g.parse(req, -1, l, a.Name)
+	if ref != nil {
+		return store.Rule{}, false, ref
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ins := []parsed{p}
+	if err := g.admit(ctx, a, ins, false); err != nil {
+		return store.Rule{}, false, err
+	}
+	in := ins[0].in
+	early := g.cfg.Early != nil && len(in.Sites) == 0 && g.earlyReady()
+	if early {
+		// From here the rule is on its way to the routers: the commit
+		// must not be abandoned because the client went away, or an
+		// announced rule would be withdrawn for a write that may yet
+		// land.
+		g.cfg.Early.AnnounceEarly(in.Rule)
+		ctx = context.WithoutCancel(ctx)
+	}
+	r, created, err = g.cfg.Store.Upsert(ctx, in)
+	if early {
+		g.cfg.Early.Settle(in.Rule.Match)
+	}
+	if err != nil {
+		return store.Rule{}, false, fromStore(err, 0)
+	}
+	g.changed()
+	return r, created, nil
+}
+
+// AddMany stores every request for a in one transaction, all or none,
+// and returns the rules in request order. Refusals carry the index of the
+// request at fault.
+func (g *Gate) AddMany(ctx context.Context, a Actor, reqs []Request) ([]store.Rule, error) {
+	if ref := writable(a); ref != nil {
+		return nil, ref
+	}
+	l := g.Limits()
+	switch {
+	case len(reqs) == 0:
+		return nil, refuse(KindInvalidInput, -1, "rules", "rules is empty: send at least one rule")
+	case len(reqs) > l.MaxBatchRules:
+		return nil, refuse(KindTooLarge, -1, "rules",
+			"%d rules in one request, more than the %d allowed ([limits] max_batch_rules): split it into requests of at most %d",
+			len(reqs), l.MaxBatchRules, l.MaxBatchRules)
+	}
+	ps := make([]parsed, len(reqs))
+	for i, req := range reqs {
+		p, ref := g.parse(req, i, l, a.Name)
+		if ref != nil {
+			return nil, ref
+		}
+		ps[i] = p
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.admit(ctx, a, ps, true); err != nil {
+		return nil, err
+	}
+	ins := make([]store.Input, len(ps))
+	for i := range ps {
+		ins[i] = ps[i].in
+	}
+	out, err := g.cfg.Store.UpsertMany(ctx, ins)
+	if err != nil {
+		return nil, fromStore(err, 0)
+	}
+	g.changed()
+	return out, nil
+}
+
+// Verdict is what Validate decided: the rule as it would be stored, or
+// the refusal a write of it would get now, and the warnings about what
+// is allowed but dangerous.
+type Verdict struct {
+	Rule      flowspec.Rule
+	ExpiresAt time.Time // zero: never expires (or keeps the stored expiry, KeepsExpiry)
+	// KeepsExpiry is set when the request gives no TTL and the rule
+	// exists: its stored expiry stays.
+	KeepsExpiry bool
+	Refusal     *Refusal
+	Warnings    []string
+}
+
+// Validate checks req for a exactly as Add would, storing nothing and
+// counting nothing against the rate limits. A refusal of the rule itself
+// is the Verdict's Refusal; the error is for a failure to check (the
+// store cannot answer).
+func (g *Gate) Validate(ctx context.Context, a Actor, req Request) (Verdict, error) {
+	if ref := writable(a); ref != nil {
+		return Verdict{Refusal: ref}, nil
+	}
+	p, ref := g.parse(req, -1, g.Limits(), a.Name)
+	if ref != nil {
+		return Verdict{Refusal: ref}, nil
+	}
+	v := Verdict{Rule: p.in.Rule}
+	ps := []parsed{p}
+	if err := g.check(ctx, a, ps, false, true); err != nil {
+		if ref, ok := As(err); ok && ref.Kind != KindUnavailable {
+			v.Refusal = ref
+			return v, nil
+		}
+		return Verdict{}, err
+	}
+	if err := g.knownSites(ctx, ps[0].in); err != nil {
+		if ref, ok := As(err); ok && ref.Kind != KindUnavailable {
+			v.Refusal = ref
+			return v, nil
+		}
+		return Verdict{}, err
+	}
+	v.ExpiresAt = ps[0].in.ExpiresAt
+	v.KeepsExpiry = ps[0].in.Keep&store.KeepExpiry != 0
+	v.Warnings = warnings(ps[0])
+	return v, nil
+}
+
+// earlyReady asks the store whether a commit is expected to succeed now.
+func (g *Gate) earlyReady() bool {
+	if g.cfg.EarlyReady == nil {
+		return true
+	}
+	err := g.cfg.EarlyReady()
+	if err != nil {
+		g.cfg.Log.Debug("no early announcement: the store may refuse the write; announcing after the commit", "error", err)
+	}
+	return err == nil
+}
+
+// writable refuses every write of a read-only actor.
+func writable(a Actor) *Refusal {
+	if a.ReadOnly {
+		return refuse(KindForbidden, -1, "", "%s may only read: use a token with role \"write\"", a.who())
+	}
+	if a.Name == "" {
+		return refuse(KindForbidden, -1, "", "a write needs an actor: this is a bug in the caller")
+	}
+	return nil
+}
+
+// knownSites refuses sites no appliance registered, as the store does
+// when it stores the rule.
+func (g *Gate) knownSites(ctx context.Context, in store.Input) error {
+	if len(in.Sites) == 0 || in.AllowUnknownSites {
+		return nil
+	}
+	known, err := g.cfg.Store.Sites(ctx)
+	if err != nil {
+		return fromStore(err, 0)
+	}
+	for _, site := range in.Sites {
+		if contains(known, site) {
+			continue
+		}
+		list := "none yet"
+		if len(known) > 0 {
+			list = fmt.Sprint(known)
+		}
+		return refuse(KindInvalidInput, -1, "sites",
+			"unknown site %q: the known sites are %s; check the spelling, or allow unknown sites (CLI --allow-unknown-sites, JSON allow_unknown_sites) for a site not started yet",
+			site, list)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

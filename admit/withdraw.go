@@ -1,0 +1,93 @@
+package admit
+
+import (
+	"context"
+	"strings"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// Withdraw asks for the active rule id to be withdrawn for a. A rule
+// outside a's prefixes is KindNotFound, exactly as an unknown id; a rule
+// a may not change (its action, another actor's) is KindForbidden; a
+// static rule is KindDeclared. Withdrawing a rule already on its way out
+// answers it as it is.
+func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, error) {
+	if ref := writable(a); ref != nil {
+		return store.Rule{}, ref
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur, err := g.cfg.Store.Get(ctx, id)
+	if err != nil {
+		return store.Rule{}, fromStore(err, id)
+	}
+	if !a.Scope.Sees(cur.Rule.Match) {
+		return store.Rule{}, refuse(KindNotFound, -1, "id", "%s", notFoundMsg(id))
+	}
+	if cur.State == store.Active && !cur.WithdrawRequested {
+		e := store.Existing{ID: cur.ID, Match: cur.Rule.Match, Actor: cur.Actor, Action: cur.Rule.Action, Origin: cur.Origin}
+		if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
+			ref.Field = "id"
+			return store.Rule{}, ref
+		}
+		if cur.Origin != "" {
+			return store.Rule{}, fromStore(&store.DeclaredError{ID: cur.ID, Origin: cur.Origin}, id)
+		}
+	}
+	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	if err != nil {
+		return store.Rule{}, fromStore(err, id)
+	}
+	g.changed()
+	return r, nil
+}
+
+// WithdrawMatch withdraws the active rule with the match of text (its
+// action is ignored, so a detector can send the same text to ban and to
+// unban). No active rule with that match is not an error: the answer is
+// then empty.
+func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store.Rule, error) {
+	if ref := writable(a); ref != nil {
+		return nil, ref
+	}
+	text = strings.TrimSpace(text)
+	l := g.Limits()
+	switch {
+	case text == "":
+		return nil, refuse(KindInvalidRule, -1, "text", `text is required, e.g. "match destination 203.0.113.7/32 then discard"`)
+	case len(text) > l.MaxTextBytes:
+		return nil, refuse(KindInvalidRule, -1, "text", "rule text is %d bytes, longer than the %d allowed ([limits] max_text_bytes)", len(text), l.MaxTextBytes)
+	}
+	rule, err := flowspec.Parse(text)
+	if err != nil {
+		return nil, &Refusal{Kind: KindInvalidRule, Index: -1, Field: "text", Msg: "rule text: " + err.Error(), Err: err}
+	}
+	if !a.Scope.Sees(rule.Match) {
+		// The caller's own text: naming its destination leaks nothing.
+		return nil, scopeRefusal(a, rule, -1)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c, err := g.cfg.Store.QuotaCounts(ctx, store.QuotaQuery{Matches: []flowspec.Match{rule.Match}})
+	if err != nil {
+		return nil, fromStore(err, 0)
+	}
+	e, ok := c.Existing[rule.Match]
+	if !ok {
+		return []store.Rule{}, nil
+	}
+	if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
+		return nil, ref
+	}
+	if e.Origin != "" {
+		return nil, fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID)
+	}
+	r, err := g.cfg.Store.Withdraw(ctx, e.ID, a.Name)
+	if err != nil {
+		return nil, fromStore(err, e.ID)
+	}
+	g.changed()
+	return []store.Rule{r}, nil
+}
