@@ -86,7 +86,7 @@ func (g *Gate) parse(req Request, index int, l Limits, actor string) (parsed, *R
 	}
 	rule, err := flowspec.Parse(text)
 	if err != nil {
-		return parsed{}, &Refusal{Kind: KindInvalidRule, Index: index, Field: "text", Msg: "rule text: " + err.Error(), Err: err}
+		return parsed{}, &Refusal{Kind: KindInvalidRule, Index: index, Field: "text", Msg: ruleTextMsg(err), Err: err}
 	}
 	if !rule.IsValid() {
 		return parsed{}, refuse(KindInvalidRule, index, "text", "rule text: incomplete rule")
@@ -181,4 +181,13 @@ func oneLine(s string) string {
 		return s
 	}
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// ruleTextMsg is the message of a rule text that does not parse.
+func ruleTextMsg(err error) string {
+	msg := oneLine(err.Error())
+	if strings.HasPrefix(msg, "rule text") {
+		return msg
+	}
+	return "rule text: " + msg
 }

@@ -62,7 +62,7 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	}
 	rule, err := flowspec.Parse(text)
 	if err != nil {
-		return nil, &Refusal{Kind: KindInvalidRule, Index: -1, Field: "text", Msg: "rule text: " + err.Error(), Err: err}
+		return nil, &Refusal{Kind: KindInvalidRule, Index: -1, Field: "text", Msg: ruleTextMsg(err), Err: err}
 	}
 	if !a.Scope.Sees(rule.Match) {
 		// The caller's own text: naming its destination leaks nothing.
