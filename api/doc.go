@@ -12,14 +12,19 @@
 // forbidden for a read token that tries to write). A TCP listener without
 // tokens is allowed on loopback only (actor "tcp").
 //
-// A token may be scoped (Token.Prefixes, Actions, MaxActiveRules): it then
-// adds, sees and withdraws only rules whose destination lies wholly inside
-// one of its prefixes (rule list and show, history, diff and rib show it
-// nothing else), uses only its actions, and holds at most MaxActiveRules
-// active rules it wrote; the guardrails apply on top. A refusal is 403
-// out_of_scope naming the prefix, action or quota. Bodies are JSON objects with no unknown
-// fields, at most 1 MiB by default (413 body_too_large beyond). A request is
-// validated in full before anything is stored.
+// Every write goes through the admission gate (package admit, the Gate
+// interface) with the request's actor (writer): the API reads the store
+// but never writes it. A token may be scoped (Token.Prefixes, Actions,
+// MaxActiveRules, MaxNewRulesPerMinute, NeverExpires, OthersRules): it
+// then adds, sees and withdraws only rules whose destination lies wholly
+// inside one of its prefixes (rule list and show, history, diff and rib
+// show it nothing else; another scope's rule is a 404 like an unknown id),
+// uses only its actions, changes only its own rules, and holds at most
+// MaxActiveRules active rules; the guardrails apply on top. A refusal is
+// 403 out_of_scope naming the prefix, action or quota (429 rate_limited
+// for its rate of new rules). Bodies are JSON objects with no unknown
+// fields, at most 1 MiB by default (413 body_too_large beyond). A request
+// is checked in full before anything is stored.
 //
 // # Routes
 //

@@ -319,3 +319,39 @@ func TestTokenScopeChecked(t *testing.T) {
 		}
 	}
 }
+
+// The gate's refusals keep their meaning over HTTP: a batch beyond
+// [limits] is 413 too_many_rules, a scoped token's rate 429 rate_limited
+// with Retry-After.
+func TestGateRefusalsOverHTTP(t *testing.T) {
+	st, err := store.Open(context.Background(), store.Config{Driver: "sqlite", Path: filepath.Join(t.TempDir(), "rk.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := api.New(nil, st, newGate(st, admit.Config{Limits: admit.Limits{MaxBatchRules: 2, ScopedNewRulesPerMinute: 1}}), newFakeRIB())
+	h, err := srv.TCPHandler([]api.Token{{Name: "cust", Role: api.RoleWrite, Secret: custSecret,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://127.0.0.1"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+custSecret)
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := do("/v1/rules/batch", `{"rules":[{"text":"route 192.0.2.1/32 then blackhole"},{"text":"route 192.0.2.2/32 then blackhole"},{"text":"route 192.0.2.3/32 then blackhole"}]}`)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), `"too_many_rules"`) || !strings.Contains(rec.Body.String(), "max_batch_rules") {
+		t.Errorf("batch of 3 with max 2: %d %s", rec.Code, rec.Body)
+	}
+	if rec := do("/v1/rules", `{"text":"route 192.0.2.1/32 then blackhole","ttl":"10m"}`); rec.Code != http.StatusCreated {
+		t.Fatalf("first rule: %d %s", rec.Code, rec.Body)
+	}
+	rec = do("/v1/rules", `{"text":"route 192.0.2.2/32 then blackhole","ttl":"10m"}`)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "scoped_new_rules_per_minute") {
+		t.Errorf("second new rule in a minute: %d %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
