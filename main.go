@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// Every write, from the API, the configuration's static rules or
 	// the guardrails' enforcement, goes through the admission gate.
 	gate := admit.New(admit.Config{
-		Store: st, Guardrails: cfg.Guardrails, Limits: gateLimits(cfg.Limits),
+		Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits,
 		Sendable: bgp.Sendable, Early: rec, Changed: events.Nudge, Log: log.Named("admit"),
 	})
 	// Guardrails changed while the daemon was down apply before the first

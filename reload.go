@@ -94,7 +94,7 @@ func (r *reloader) reload(ctx context.Context) error {
 	}
 	r.sp.SetRouteNextHops(next.RTBH.NextHopIPv4, next.RTBH.NextHopIPv6)
 	r.gate.SetGuardrails(next.Guardrails)
-	r.gate.SetLimits(gateLimits(next.Limits))
+	r.gate.SetLimits(next.Limits)
 	n, gerr := enforceGuardrails(ctx, r.log, r.gate)
 	if gerr != nil {
 		r.log.Error("reload: checking active rules against the guardrails failed, nothing was withdrawn; retry with another SIGHUP", "error", gerr)
@@ -123,11 +123,4 @@ func enforceGuardrails(ctx context.Context, log hclog.Logger, gate *admit.Gate) 
 		log.Warn("rule withdrawn by guardrail", "rule", w.Rule.ID, "text", w.Rule.Text, "guardrail", w.Violation.Guardrail, "why", w.Violation.Msg)
 	}
 	return len(ws), nil
-}
-
-// gateLimits maps [limits] to the gate's bounds.
-func gateLimits(l config.Limits) admit.Limits {
-	return admit.Limits{MaxBatchRules: l.MaxBatchRules, MaxSitesPerRule: l.MaxSitesPerRule,
-		MaxSiteNameBytes: l.MaxSiteNameBytes, MaxTextBytes: l.MaxTextBytes,
-		ScopedNewRulesPerMinute: l.ScopedNewRulesPerMinute}
 }

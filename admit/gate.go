@@ -91,7 +91,7 @@ func New(cfg Config) *Gate {
 
 // SetLimits replaces the input bounds (on reload).
 func (g *Gate) SetLimits(l Limits) {
-	l = l.withDefaults()
+	l = withDefaults(l)
 	g.limits.Store(&l)
 }
 

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -25,18 +26,9 @@ type Request struct {
 	AllowUnknownSites bool
 }
 
-// Limits bound what one request may ask of the gate ([limits] in the
-// configuration). Zero fields take the defaults below.
-type Limits struct {
-	MaxBatchRules    int // rules in one batch request
-	MaxSitesPerRule  int // sites a rule may name
-	MaxSiteNameBytes int // bytes of one site name
-	MaxTextBytes     int // bytes of a rule's text
-	// ScopedNewRulesPerMinute is the rate of new rules of a scoped actor
-	// whose scope sets none: enough for a detector under attack, too few
-	// to force the speaker into repeated compactions by churn.
-	ScopedNewRulesPerMinute int
-}
+// Limits bound what one request may ask of the gate: [limits] of the
+// configuration, as plain values; zero fields take the defaults below.
+type Limits = config.Limits
 
 // The default limits.
 const (
@@ -47,8 +39,8 @@ const (
 	DefaultScopedNewRulesPerMinute = 120
 )
 
-// withDefaults fills the zero fields.
-func (l Limits) withDefaults() Limits {
+// withDefaults fills the zero fields of l.
+func withDefaults(l Limits) Limits {
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d

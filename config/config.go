@@ -170,13 +170,16 @@ type Token struct {
 }
 
 // Limits bound what one request may ask of the admission gate
-// ([limits]); 0 takes the gate's default.
+// ([limits]); 0 takes the gate's default (package admit).
 type Limits struct {
-	MaxBatchRules           int // rules in one batch request
-	MaxSitesPerRule         int // sites one rule may name
-	MaxSiteNameBytes        int // bytes of one site name
-	MaxTextBytes            int // bytes of one rule's text
-	ScopedNewRulesPerMinute int // new rules a minute of a scoped token that sets none
+	MaxBatchRules    int // rules in one batch request
+	MaxSitesPerRule  int // sites one rule may name
+	MaxSiteNameBytes int // bytes of one site name
+	MaxTextBytes     int // bytes of one rule's text
+	// ScopedNewRulesPerMinute is the rate of new rules of a scoped token
+	// that sets none: enough for a detector under attack, too few to
+	// force the speaker into repeated compactions by churn.
+	ScopedNewRulesPerMinute int
 }
 
 // Scoped reports whether t is limited beyond its role.

@@ -26,7 +26,9 @@ var actionNames = []string{"discard", "rate-limit", "rate-limit-packets", "accep
 
 // ActionNames lists every action name a list of allowed actions may hold:
 // the FlowSpec actions as rule text starts them, then "rtbh" and "route".
-func ActionNames() []string { return append(slices.Clone(actionNames), RTBHActionName, RouteActionName) }
+func ActionNames() []string {
+	return append(slices.Clone(actionNames), RTBHActionName, RouteActionName)
+}
 
 // CanonicalActionName returns the name of an allowed action as ActionNames
 // spells it ("blackhole" is "rtbh"; case does not matter), and whether it
