@@ -170,7 +170,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		log.Warn(w)
 	}
 
-	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site})
+	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site,
+		Logger: log.Named("store")})
 	if err != nil {
 		return err
 	}

@@ -42,16 +42,28 @@ type EarlyAnnouncer interface {
 	Settle(flowspec.Match)
 }
 
+// EarlyRules is the store behind GuardedEarly: GuardedRules, and the
+// store's preflight of a write (implemented by *store.Store; see its
+// EarlyOK).
+type EarlyRules interface {
+	GuardedRules
+	EarlyOK(ctx context.Context, in store.Input) error
+}
+
 // GuardedEarly is Guarded, and a single rule that passed the guardrails
-// is handed to e while the store commits it: the UPDATE leaves before the
-// acknowledgement, which still waits for the durable commit. Once the
-// commit is done (or failed) the reconciler decides from the store as
-// usual (Settle): a failed write is withdrawn, an update of a rule that
-// targets other sites only leaves this one. Rules naming sites are not
-// announced early: the store may refuse a site name it does not know, and
-// a refused rule must not reach a router even for a moment.
-func GuardedEarly(rules GuardedRules, g *guard.Guard, e EarlyAnnouncer, site string) Rules {
-	return &guardedRules{Rules: rules, c: rules, g: g, early: e, site: site}
+// and the store's preflight (EarlyOK: the write is expected to commit and
+// to target this site) is handed to e while the store commits it: the
+// UPDATE leaves before the acknowledgement, which still waits for the
+// durable commit. A write the store may refuse (full or read-only disk,
+// failed or hung commits, unknown sites, a rule declared in a
+// configuration) is announced only after its commit, as usual: a refused
+// write never reaches a router. Once announced, the write's commit runs to
+// its end even if the client goes away, so that a rule on the routers is
+// not withdrawn for a hang-up; then the reconciler decides from the store
+// (Settle): a write that failed anyway is withdrawn at once, and its
+// error returned.
+func GuardedEarly(rules EarlyRules, g *guard.Guard, e EarlyAnnouncer, site string) Rules {
+	return &guardedRules{Rules: rules, c: rules, g: g, early: e, pre: rules, site: site}
 }
 
 type guardedRules struct {
@@ -60,6 +72,7 @@ type guardedRules struct {
 	g     *guard.Guard
 	mu    sync.Mutex
 	early EarlyAnnouncer // nil: none
+	pre   EarlyRules     // with early: the store's preflight
 	site  string
 }
 
@@ -69,15 +82,12 @@ func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, 
 	if err := g.check(ctx, []store.Input{in}, false); err != nil {
 		return store.Rule{}, false, err
 	}
-	early := g.early != nil && len(in.Sites) == 0
-	if early {
-		g.early.AnnounceEarly(in.Rule)
+	if g.early == nil || g.pre.EarlyOK(ctx, in) != nil {
+		return g.Rules.Upsert(ctx, in)
 	}
-	r, created, err := g.Rules.Upsert(ctx, in)
-	if early {
-		g.early.Settle(in.Rule.Match)
-	}
-	return r, created, err
+	g.early.AnnounceEarly(in.Rule)
+	defer g.early.Settle(in.Rule.Match)
+	return g.Rules.Upsert(context.WithoutCancel(ctx), in)
 }
 
 func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -153,12 +154,14 @@ func (o observingRules) Upsert(ctx context.Context, in store.Input) (store.Rule,
 }
 
 // GuardedEarly announces a rule for every site before its commit and
-// settles it after; a rule naming sites, or one the guardrails refuse, is
+// settles it after; a rule the store's preflight refuses (here: naming a
+// site it does not know; a full disk), or one the guardrails refuse, is
 // not announced early.
 func TestGuardedEarly(t *testing.T) {
 	e := &fakeEarly{}
 	h := guard.New(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
-	g := api.GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
+	rules := newFakeRules()
+	g := api.GuardedEarly(observingRules{rules, e}, h, e, "default")
 	ctx := context.Background()
 	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
 	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {
@@ -175,7 +178,15 @@ func TestGuardedEarly(t *testing.T) {
 	if _, _, err := g.Upsert(ctx, store.Input{Rule: refused}); err == nil {
 		t.Fatal("safelisted destination accepted")
 	}
+	rules.notEarly = fmt.Errorf("disk full: %w", store.ErrNotEarly)
+	late := mustParse(t, "match destination 203.0.113.9/32 then discard")
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: late}); err != nil {
+		t.Fatal(err)
+	}
 	if len(e.announced) != 1 || len(e.settled) != 1 {
-		t.Fatalf("a rule naming sites or refused by a guardrail was announced early: %+v", e)
+		t.Fatalf("a rule naming an unknown site, refused by a guardrail or by the store's preflight was announced early: %+v", e)
+	}
+	if _, err := rules.Get(ctx, 3); err != nil {
+		t.Fatalf("the write the preflight refused was not stored after all: %v", err)
 	}
 }
