@@ -31,6 +31,11 @@
 // parallelism. PostgreSQL runs concurrent transactions and groups WAL
 // flushes itself; its writes are not queued.
 //
+// Every transaction records its outcome and how long it has been running;
+// EarlyOK (early.go) reads that, and the SQLite file system's free space,
+// to say whether a write is expected to commit, so that a caller announces
+// a rule ahead of its commit only then.
+//
 // # Change feed
 //
 // Changes wakes on this process's own writes after their commit. PostgreSQL
