@@ -118,25 +118,23 @@ func diskCondition(dir string) (kind, why string) {
 
 // targetsHere checks what the write would find stored: sites it would
 // refuse as unknown, a Match declared by a site's configuration, and
-// whether the rule, once stored, targets this site. The reads are bounded
-// by earlyStall: a database that cannot answer them at once is not one
-// to announce ahead of.
+// whether the rule, once stored, targets this site.
 func (s *Store) targetsHere(ctx context.Context, e *encoded) error {
-	ctx, cancel := context.WithTimeout(ctx, earlyStall)
-	defer cancel()
 	if err := s.checkSites(ctx, []encoded{*e}, false); err != nil {
 		return err
 	}
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
 	var (
 		id     int64
 		origin string
 		stored dbText
 	)
-	err := s.eng.reader().queryRow(ctx, `SELECT id, origin, sites FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`,
+	err := s.eng.reader().queryRow(cctx, `SELECT id, origin, sites FROM rules WHERE family = ? AND nlri = ? AND state = 'active'`,
 		e.family, e.nlri).Scan(&id, &origin, &stored)
 	found := err == nil
 	if err != nil && !errors.Is(err, errNoRows) {
-		return fmt.Errorf("%w: read the stored rule: %v", ErrNotEarly, err)
+		return fmt.Errorf("%w: %w", ErrNotEarly, s.wrap(ctx, "read the stored rule", err))
 	}
 	if found && origin != "" && origin != e.in.Origin {
 		return &DeclaredError{ID: id, Origin: origin}
