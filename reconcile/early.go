@@ -19,11 +19,11 @@ import (
 // to commit (store.Store.EarlyOK: no failed or hung commit, room on the
 // disk), to the speaker while its commit is still running; a write the
 // store may refuse is announced after its commit, so that it never
-// reaches a router. The reconciler keeps such a path out of orphan withdrawal
-// until the write is done (Settle) or for EarlyGrace at most; then the
-// store decides as for any path: a committed rule is adopted, a path whose
-// write failed (or that the committed rule does not want here) is an
-// orphan and withdrawn. An announcement never outlives a write that did
+// reaches a router. The reconciler keeps such a path out of orphan
+// withdrawal until the write is done (Settle) or for EarlyGrace at most;
+// then the store decides as for any path: a committed rule is adopted, a
+// path whose write failed (or that the committed rule does not want here)
+// is an orphan and withdrawn. An announcement never outlives a write that did
 // not happen, and the acknowledgement still means "stored".
 
 // EarlyGrace is how long an early announcement waits for its store commit
