@@ -170,7 +170,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		log.Warn(w)
 	}
 
-	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site})
+	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site,
+		Logger: log.Named("store")})
 	if err != nil {
 		return err
 	}
@@ -207,7 +208,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// the guardrails' enforcement, goes through the admission gate.
 	gate := admit.New(admit.Config{
 		Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits,
-		Sendable: bgp.Sendable, Early: rec, Changed: events.Nudge, Log: log.Named("admit"),
+		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, Changed: events.Nudge, Log: log.Named("admit"),
 	})
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.

@@ -31,10 +31,11 @@
 // update against the stored rule hold for this process (instances that
 // share one PostgreSQL enforce quotas each on its own view).
 //
-// Early announcement: a single rule for every site may be handed to the
-// speaker while its commit runs (time to mitigate), but only after every
-// check above passed and only while the store says a commit is expected
-// to succeed (Config.EarlyReady: no failed or hung commit, room on disk).
+// Early announcement: a single rule desired at this site may be handed to
+// the speaker while its commit runs (time to mitigate), but only after
+// every check above passed and only while the store says the commit is
+// expected to succeed (Config.EarlyReady, the store's EarlyOK: the input
+// is one it takes, no failed or hung commit, room on disk).
 // Once announced, the commit is not abandoned when the client goes away,
 // so an announcement never outlives a write that did not happen and a
 // refused write never reaches a router.

@@ -56,9 +56,10 @@ type Config struct {
 	// nil accepts every valid rule.
 	Sendable func(flowspec.Match) error
 	// Early, if set, receives single rules ahead of their commit while
-	// EarlyReady (nil: always) says a commit is expected to succeed.
+	// EarlyReady (nil: always; *store.Store's EarlyOK) says the commit is
+	// expected to succeed and makes the rule desired at this site.
 	Early      Early
-	EarlyReady func() error
+	EarlyReady func(context.Context, store.Input) error
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()
@@ -123,7 +124,7 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 		return store.Rule{}, false, err
 	}
 	in := ins[0].in
-	early := g.cfg.Early != nil && len(in.Sites) == 0 && g.earlyReady()
+	early := g.cfg.Early != nil && g.earlyReady(ctx, in)
 	if early {
 		// From here the rule is on its way to the routers: the commit
 		// must not be abandoned because the client went away, or an
@@ -231,12 +232,13 @@ func (g *Gate) Validate(ctx context.Context, a Actor, req Request) (Verdict, err
 	return v, nil
 }
 
-// earlyReady asks the store whether a commit is expected to succeed now.
-func (g *Gate) earlyReady() bool {
+// earlyReady asks the store whether in's commit is expected to succeed
+// now and to make the rule desired at this site.
+func (g *Gate) earlyReady(ctx context.Context, in store.Input) bool {
 	if g.cfg.EarlyReady == nil {
 		return true
 	}
-	err := g.cfg.EarlyReady()
+	err := g.cfg.EarlyReady(ctx, in)
 	if err != nil {
 		g.cfg.Log.Debug("no early announcement: the store may refuse the write; announcing after the commit", "error", err)
 	}

@@ -254,7 +254,13 @@ func TestEarlyAnnouncement(t *testing.T) {
 	e := &early{}
 	var notReady error
 	fs := &failing{Store: st}
-	g := admit.New(admit.Config{Store: fs, Early: e, EarlyReady: func() error { return notReady },
+	ready := func(_ context.Context, in store.Input) error {
+		if len(in.Sites) > 0 && in.Sites[0] != st.Site() {
+			return fmt.Errorf("not this site: %w", store.ErrNotEarly)
+		}
+		return notReady
+	}
+	g := admit.New(admit.Config{Store: fs, Early: e, EarlyReady: ready,
 		Guardrails: config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}}})
 
 	if _, _, err := g.Add(ctx, noc, req("match destination 203.0.113.7/32 then discard")); err != nil {

@@ -29,6 +29,25 @@ type fakeRules struct {
 	panicOnGet int64
 	// down makes List fail as a store does when its database is unreachable.
 	down bool
+	// notEarly is EarlyOK's answer when set: the store does not expect a
+	// write to commit (a full disk, a failed commit).
+	notEarly error
+}
+
+// EarlyOK is the store's preflight: this fake's site is "default", the
+// only site it knows.
+func (f *fakeRules) EarlyOK(ctx context.Context, in store.Input) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.notEarly != nil {
+		return f.notEarly
+	}
+	for _, s := range in.Sites {
+		if s != "default" {
+			return fmt.Errorf("site %q: %w", s, store.ErrInvalidInput)
+		}
+	}
+	return nil
 }
 
 func newFakeRules() *fakeRules {

@@ -15,12 +15,15 @@ import (
 // and the reconciler announces what the store says. Waiting for the commit
 // before announcing puts the commit (an fsync) on the path from a
 // detector's request to the routers. AnnounceEarly takes it off: the API
-// hands a rule that passed every check to the speaker while its commit is
-// still running. The reconciler keeps such a path out of orphan withdrawal
-// until the write is done (Settle) or for EarlyGrace at most; then the
-// store decides as for any path: a committed rule is adopted, a path whose
-// write failed (or that the committed rule does not want here) is an
-// orphan and withdrawn. An announcement never outlives a write that did
+// hands a rule that passed every check, and whose write the store expects
+// to commit (store.Store.EarlyOK: no failed or hung commit, room on the
+// disk), to the speaker while its commit is still running; a write the
+// store may refuse is announced after its commit, so that it never
+// reaches a router. The reconciler keeps such a path out of orphan
+// withdrawal until the write is done (Settle) or for EarlyGrace at most;
+// then the store decides as for any path: a committed rule is adopted, a
+// path whose write failed (or that the committed rule does not want here)
+// is an orphan and withdrawn. An announcement never outlives a write that did
 // not happen, and the acknowledgement still means "stored".
 
 // EarlyGrace is how long an early announcement waits for its store commit
@@ -95,14 +98,16 @@ func (e *earlySet) spare(orphans []Item) []Item {
 
 // AnnounceEarly hands rule to the speaker ahead of the store commit that
 // declares it (see above) and returns at once. Call it only for a rule
-// that passed every check a write makes, for this site; then either the
-// commit lands and Settle is called. A failed announcement is only logged:
-// the reconciler announces the rule again once the commit shows it. In a
-// dry run it does nothing.
+// that passed every check a write makes, for this site, and whose write
+// the store expects to commit; call Settle once the write returned,
+// committed or failed. A failed announcement is only logged: the
+// reconciler announces the rule again once the commit shows it. In a dry
+// run it does nothing.
 func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 	if r.cfg.DryRun {
 		return
 	}
+	r.log.Debug("announcing ahead of the commit", "text", rule)
 	r.early.add(rule.Match, r.now().Add(EarlyGrace))
 	go func() {
 		if err := r.s.Announce(context.Background(), []flowspec.Rule{rule})[0]; err != nil {

@@ -131,3 +131,30 @@ func BenchmarkFinishMany(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEarlyOK measures the preflight of a single write (a new rule
+// among 1,000 stored): what early announcement adds before the UPDATE
+// leaves, against the commit it takes off the path (BenchmarkUpsert).
+func BenchmarkEarlyOK(b *testing.B) {
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			rs := benchRules(b, 1001)
+			ctx := ctxT(b)
+			ins := make([]Input, 1000)
+			for i := range ins {
+				ins[i] = Input{Rule: rs[i], Actor: "bench"}
+			}
+			if _, err := s.UpsertMany(ctx, ins); err != nil {
+				b.Fatal(err)
+			}
+			in := Input{Rule: rs[1000], Actor: "bench"}
+			b.ResetTimer()
+			for range b.N {
+				if err := s.EarlyOK(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -146,9 +146,14 @@ func (c *committer) commit(g []*writeReq) {
 	}
 	ctx, cancel := c.s.call(context.Background(), work)
 	defer cancel()
+	// outcome is the transaction's: nil once committed. The store's
+	// health knows it before any caller hears of it (see EarlyOK).
+	var outcome error
+	f := c.s.health.begin(c.s.clock.Now(), work)
 	res := make([]error, len(g))
 	ran := make([]bool, len(g))
 	deliver := func() {
+		c.s.health.end(f, outcome)
 		for i, r := range g {
 			if ran[i] {
 				r.done <- res[i]
@@ -162,6 +167,7 @@ func (c *committer) commit(g []*writeReq) {
 		for i := range g {
 			ran[i], res[i] = g[i].state.CompareAndSwap(reqQueued, reqTaken), err
 		}
+		outcome = err
 		deliver()
 		return
 	}
@@ -178,6 +184,7 @@ func (c *committer) commit(g []*writeReq) {
 	single := len(g) == 1
 	changed := false
 	fail := func(err error) { // the transaction is lost: fail what ran, requeue the rest
+		outcome = err
 		var rest []*writeReq
 		for i, r := range g {
 			if ran[i] {
@@ -208,6 +215,7 @@ func (c *committer) commit(g []*writeReq) {
 			res[i] = err
 			w.events = w.events[:mark]
 			if single {
+				outcome = err
 				deliver()
 				return
 			}
@@ -242,7 +250,7 @@ func (c *committer) commit(g []*writeReq) {
 			return
 		}
 	}
-	if err := t.commit(ctx); err != nil {
+	if err := c.s.commit(ctx, t); err != nil {
 		fail(fmt.Errorf("commit: %w", err))
 		deliver()
 		return

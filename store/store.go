@@ -31,6 +31,11 @@
 // parallelism. PostgreSQL runs concurrent transactions and groups WAL
 // flushes itself; its writes are not queued.
 //
+// Every transaction records its outcome and how long it has been running;
+// EarlyOK (early.go) reads that, and the SQLite file system's free space,
+// to say whether a write is expected to commit, so that a caller announces
+// a rule ahead of its commit only then.
+//
 // # Change feed
 //
 // Changes wakes on this process's own writes after their commit. PostgreSQL
@@ -45,6 +50,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -153,6 +159,14 @@ type Store struct {
 	changes chan struct{}
 	group   *committer // SQLite: every write goes through it; nil on PostgreSQL
 	clock   clock.Clock
+	// health is kept by every write and read by EarlyOK; dataDir is the
+	// SQLite database's directory, whose file system EarlyOK checks ("" on
+	// PostgreSQL).
+	health  health
+	dataDir string
+	// beforeCommit, when set (by tests only), runs right before each
+	// commit; an error fails the commit as the database's would.
+	beforeCommit func(ctx context.Context) error
 
 	stop      context.CancelFunc // stops background goroutines
 	wg        sync.WaitGroup
@@ -197,6 +211,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.Path = DefaultPath
 		}
 		s.eng, err = openSQLite(octx, cfg.Path)
+		s.dataDir = filepath.Dir(cfg.Path)
 	case "postgres", "postgresql", "pgx":
 		var pg *pgEngine
 		pg, err = openPostgres(octx, cfg.DSN)

@@ -32,26 +32,51 @@ func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context
 	}
 	cctx, cancel := s.call(ctx, n)
 	defer cancel()
-	t, err := s.eng.begin(cctx)
-	if err != nil {
-		return s.wrap(ctx, op, err)
-	}
-	defer t.rollback(context.WithoutCancel(cctx))
-	w := &wtx{tx: t}
-	changed, err := fn(cctx, w)
-	if err == nil {
-		err = s.flushEvents(cctx, w)
+	f := s.health.begin(s.clock.Now(), n)
+	changed, err := s.transact(cctx, fn)
+	if err != nil && ctx.Err() != nil {
+		s.health.abandon(f) // the caller gave up: not the database's doing
+	} else {
+		s.health.end(f, err)
 	}
 	if err != nil {
 		return s.wrap(ctx, op, err)
-	}
-	if err := t.commit(cctx); err != nil {
-		return s.wrap(ctx, op, fmt.Errorf("commit: %w", err))
 	}
 	if changed {
 		s.signal()
 	}
 	return nil
+}
+
+// transact runs fn in one transaction of its own and commits it.
+func (s *Store) transact(ctx context.Context, fn func(ctx context.Context, w *wtx) (bool, error)) (changed bool, err error) {
+	t, err := s.eng.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer t.rollback(context.WithoutCancel(ctx))
+	w := &wtx{tx: t}
+	changed, err = fn(ctx, w)
+	if err == nil {
+		err = s.flushEvents(ctx, w)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := s.commit(ctx, t); err != nil {
+		return false, fmt.Errorf("commit: %w", err)
+	}
+	return changed, nil
+}
+
+// commit commits t, unless a test's beforeCommit fails it first.
+func (s *Store) commit(ctx context.Context, t tx) error {
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(ctx); err != nil {
+			return err // the caller rolls t back
+		}
+	}
+	return t.commit(ctx)
 }
 
 // Upsert stores in; an active rule with the same Match is updated in place

@@ -1,0 +1,158 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/ribkeeper/ribkeeper/admit"
+	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/clock"
+	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/reconcile"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// heldStore is a real SQLite store whose Upsert waits, once called, until
+// the test lets it go on (nil) or fail (an error): a commit that takes
+// its time, or one that fails after the rule was announced.
+type heldStore struct {
+	*store.Store
+	entered chan struct{}
+	release chan error
+}
+
+func (h *heldStore) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	h.entered <- struct{}{}
+	if err := <-h.release; err != nil {
+		return store.Rule{}, false, err
+	}
+	return h.Store.Upsert(ctx, in)
+}
+
+// earlyRig is the gate over a held real store, with a real reconciler
+// and an in-process GoBGP. The reconciler's clock stands still, so an
+// early announcement's grace never ends by itself: a withdrawal can only
+// come from the write being settled.
+type earlyRig struct {
+	gate *admit.Gate
+	st   *heldStore
+	sp   *bgp.Speaker
+}
+
+func newEarlyRig(t *testing.T) *earlyRig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
+	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "rk.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sp := bgp.New(log.Named("bgp"), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
+	if err := sp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Stop)
+	waitUntil(t, "the RIB mirror is ready", func() bool { return sp.Paths(func(flowspec.Match, flowspec.Action) {}) })
+	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now())})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	held := &heldStore{Store: st, entered: make(chan struct{}), release: make(chan error)}
+	return &earlyRig{gate: admit.New(admit.Config{Store: held, Early: rec, EarlyReady: held.EarlyOK}), st: held, sp: sp}
+}
+
+func (r *earlyRig) inRIB(m flowspec.Match) bool {
+	_, present, _ := r.sp.Path(m)
+	return present
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A client that hangs up while its early-announced write commits does
+// not take the rule off the routers: the commit completes, the path
+// stays (the reconciler adopts it, the RIB never changes), and the rule
+// is stored.
+func TestEarlyAnnouncedWriteOutlivesItsClient(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := mustParse(t, "match destination 203.0.113.7/32 then discard")
+	ctx, hangUp := context.WithCancel(context.Background())
+	type result struct {
+		rule store.Rule
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		stored, _, err := r.gate.Add(ctx, noc, req(rule.String()))
+		done <- result{stored, err}
+	}()
+	<-r.st.entered
+	waitUntil(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
+	gen := r.sp.Generation()
+	hangUp()
+	r.st.release <- nil
+	res := <-done
+	if res.err != nil {
+		t.Fatalf("the write of a client that hung up after the announcement: %v", res.err)
+	}
+	waitUntil(t, "the stored rule's status says announced", func() bool {
+		got, err := r.st.Get(context.Background(), res.rule.ID)
+		return err == nil && got.State == store.Active && got.Announced
+	})
+	if !r.inRIB(rule.Match) || r.sp.Generation() != gen {
+		t.Fatalf("the path changed after the client hung up (in the RIB: %v, mirror generation %d, was %d)",
+			r.inRIB(rule.Match), r.sp.Generation(), gen)
+	}
+}
+
+// A write that fails after its rule was announced ahead of the commit is
+// withdrawn at once (not at the end of the grace: the reconciler's clock
+// stands still), and the caller gets the store's error.
+func TestEarlyAnnouncedWriteThatFailsIsWithdrawn(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := mustParse(t, "match destination 203.0.113.8/32 then discard")
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := r.gate.Add(context.Background(), noc, req(rule.String()))
+		done <- err
+	}()
+	<-r.st.entered
+	waitUntil(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
+	failure := errors.New("store: upsert rule: database unavailable: disk I/O error (injected)")
+	r.st.release <- failure
+	if err := <-done; !errors.Is(err, failure) {
+		t.Fatalf("the caller got %v, want the store's error", err)
+	}
+	waitUntil(t, "the failed write's path withdrawn", func() bool { return !r.inRIB(rule.Match) })
+	if rows, err := r.st.ActiveRules(context.Background()); err != nil || len(rows) != 0 {
+		t.Fatalf("active rules after the failed write: %v, %v", rows, err)
+	}
+}
+
+// tWriter sends a logger's lines to the test's log.
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
