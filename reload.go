@@ -114,7 +114,7 @@ func (r *reloader) reload(ctx context.Context) error {
 }
 
 // enforceGuardrails withdraws, in one transaction, the active rules that
-// break a per-rule guardrail of g (safelist, prefix lengths, TTL), with
+// break a per-rule guardrail of g (guard.CheckActive), with
 // actor "guardrail" and the reason extended with why (guard.Enforce), and
 // logs each.
 func enforceGuardrails(ctx context.Context, log hclog.Logger, st *store.Store, g *config.Guardrails, now time.Time) (int, error) {

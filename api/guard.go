@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -26,9 +27,10 @@ type GuardedRules interface {
 }
 
 // Guarded returns rules with every write (Upsert, UpsertMany) checked
-// by g first: the safelist, prefix lengths, TTL rules, quotas, the rate
-// of new rules, and the quota of the scoped token making the request
-// (Token.MaxActiveRules). Writes through the result are serialized so
+// by g first: every guardrail (protected addresses, prefix lengths, the
+// safelist, TTL rules, quotas, the rate of new rules) and the quota of the scoped token making the request
+// (Token.MaxActiveRules); each rule is stored with the expiry the
+// guardrails decided. Writes through the result are serialized so
 // that quotas hold for this process; instances sharing one PostgreSQL
 // store enforce quotas each on their own view.
 func Guarded(rules GuardedRules, g *guard.Guard) Rules {
@@ -66,9 +68,11 @@ type guardedRules struct {
 func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.check(ctx, []store.Input{in}, false); err != nil {
+	ds, err := g.check(ctx, []store.Input{in}, false)
+	if err != nil {
 		return store.Rule{}, false, err
 	}
+	ds[0].Apply(&in)
 	early := g.early != nil && len(in.Sites) == 0
 	if early {
 		g.early.AnnounceEarly(in.Rule)
@@ -83,31 +87,58 @@ func (g *guardedRules) Upsert(ctx context.Context, in store.Input) (store.Rule, 
 func (g *guardedRules) UpsertMany(ctx context.Context, ins []store.Input) ([]store.Rule, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if err := g.check(ctx, ins, true); err != nil {
+	ds, err := g.check(ctx, ins, true)
+	if err != nil {
 		return nil, err
+	}
+	ins = slices.Clone(ins)
+	for i := range ins {
+		ds[i].Apply(&ins[i])
 	}
 	return g.Rules.UpsertMany(ctx, ins)
 }
 
 // check applies the guardrails, and the quota of the request's scoped
 // token, to ins; batch selects the field names of POST /v1/rules/batch.
-func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool) error {
+// It returns the expiry of each input to store.
+func (g *guardedRules) check(ctx context.Context, ins []store.Input, batch bool) ([]guard.Decision, error) {
+	ds, v, err := g.g.Check(ctx, g.c, guardInputs(ins), scopeQuota(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if v != nil {
+		return nil, violationError(v, batch)
+	}
+	return ds, nil
+}
+
+// preview is check for POST /v1/validate: nothing is recorded, and a
+// violation is returned, not an error.
+func (g *guardedRules) preview(ctx context.Context, in store.Input) (guard.Decision, *guard.Violation, error) {
+	ds, v, err := g.g.Preview(ctx, g.c, guardInputs([]store.Input{in}), scopeQuota(ctx))
+	if err != nil || v != nil {
+		return guard.Decision{}, v, err
+	}
+	return ds[0], nil, nil
+}
+
+// guardInputs are ins as the guardrails see them. No writer has the
+// permission to store rules that never expire yet: only the
+// configuration ([[rule]]) and [guardrails] allow_never_expire give it.
+func guardInputs(ins []store.Input) []guard.Input {
 	gins := make([]guard.Input, len(ins))
 	for i, in := range ins {
 		gins[i] = guard.Input{Rule: in.Rule, ExpiresAt: in.ExpiresAt, KeepExpiry: in.Keep&store.KeepExpiry != 0}
 	}
-	var q guard.Quota
+	return gins
+}
+
+// scopeQuota is the quota of the request's scoped token.
+func scopeQuota(ctx context.Context) guard.Quota {
 	if sc := scopeOf(ctx); sc != nil && sc.maxActive > 0 {
-		q = guard.Quota{Actor: sc.name, Max: sc.maxActive}
+		return guard.Quota{Actor: sc.name, Max: sc.maxActive}
 	}
-	v, err := g.g.Check(ctx, g.c, gins, q)
-	if err != nil {
-		return err
-	}
-	if v != nil {
-		return violationError(v, batch)
-	}
-	return nil
+	return guard.Quota{}
 }
 
 // violationError is the answer for v: 422 guardrail_violation, or 403
