@@ -42,7 +42,7 @@ func TestGuardrailsRefuse(t *testing.T) {
 			nil, `{"text":"` + ruleDiscard + `"}`, guard.Safelist, "text"},
 		{"safelist blackhole", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
 			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, guard.Safelist, "text"},
-		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}, AllowNoDestination: true},
 			nil, `{"text":"match protocol udp source-port 53 then discard"}`, guard.Safelist, "text"},
 		{"prefix length flowspec", config.Guardrails{PrefixLengths: map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 24, Max: 32}}},
 			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, guard.PrefixLength, "text"},
@@ -161,18 +161,19 @@ func TestGuardedEarly(t *testing.T) {
 	g := api.GuardedEarly(observingRules{newFakeRules(), e}, h, e, "fra1")
 	ctx := context.Background()
 	all := mustParse(t, "match destination 203.0.113.7/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: all}); err != nil {
+	ttl := time.Now().Add(time.Hour)
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: all, ExpiresAt: ttl}); err != nil {
 		t.Fatal(err)
 	}
 	if len(e.announced) != 1 || e.announced[0] != all.Match || !e.storeSawAnnounce || len(e.settled) != 1 {
 		t.Fatalf("rule for every site: %+v", e)
 	}
 	sited := mustParse(t, "match destination 203.0.113.8/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: sited, Sites: []string{"fra1"}}); err != nil {
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: sited, Sites: []string{"fra1"}, ExpiresAt: ttl}); err != nil {
 		t.Fatal(err)
 	}
 	refused := mustParse(t, "match destination 192.0.2.1/32 then discard")
-	if _, _, err := g.Upsert(ctx, store.Input{Rule: refused}); err == nil {
+	if _, _, err := g.Upsert(ctx, store.Input{Rule: refused, ExpiresAt: ttl}); err == nil {
 		t.Fatal("safelisted destination accepted")
 	}
 	if len(e.announced) != 1 || len(e.settled) != 1 {
