@@ -156,13 +156,16 @@ func WithClock(now func() time.Time) Option {
 
 // Server serves the HTTP JSON API.
 type Server struct {
-	log     hclog.Logger
-	rules   Rules
-	rib     RIB
-	opts    options
-	mux     *http.ServeMux
-	inner   http.Handler // routes with body limits and JSON 404/405, no auth
-	handler http.Handler // what the control socket serves
+	log   hclog.Logger
+	rules Rules
+	// guardrails answers POST /v1/validate for the guardrails (nil:
+	// rules are not Guarded).
+	guardrails previewer
+	rib        RIB
+	opts       options
+	mux        *http.ServeMux
+	inner      http.Handler // routes with body limits and JSON 404/405, no auth
+	handler    http.Handler // what the control socket serves
 }
 
 // New returns a Server over rules and rib. A nil log discards logs.
@@ -175,6 +178,9 @@ func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 		opt(&o)
 	}
 	s := &Server{log: log, rules: rules, rib: rib, opts: o}
+	if p, ok := rules.(previewer); ok {
+		s.guardrails = p
+	}
 	if o.events != nil {
 		s.rules = nudgingRules{Rules: rules, e: o.events}
 	}

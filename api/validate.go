@@ -74,8 +74,8 @@ func (s *Server) validateRule(w http.ResponseWriter, r *http.Request) (int, any,
 		Action: in.Rule.Action.String(),
 	}
 	expires := in.ExpiresAt
-	if p, ok := s.rules.(previewer); ok {
-		d, v, err := p.preview(r.Context(), in)
+	if s.guardrails != nil {
+		d, v, err := s.guardrails.preview(r.Context(), in)
 		if err != nil {
 			return 0, nil, err
 		}
