@@ -26,7 +26,7 @@ func TestSafeDefaults(t *testing.T) {
 		{[]string{"rule", "add", "--ttl", "10m", "match destination ::/0 then discard"}, "prefix_length"},
 		{[]string{"rule", "add", "--ttl", "10m", "match protocol udp then discard"}, "destination_required"},
 		{[]string{"rule", "add", "--ttl", "10m", "match destination-port ==179 protocol tcp then discard"}, "bgp_session"},
-		{[]string{"route", "add", "127.0.0.2/32", "--blackhole", "--ttl", "10m"}, "protected_address"}, // the router's peering address
+		{[]string{"route", "add", "127.0.0.2/32", "--blackhole", "--ttl", "10m"}, "protected_address"},    // the router's peering address
 		{[]string{"route", "add", "10.255.255.1/32", "--blackhole", "--ttl", "10m"}, "protected_address"}, // the appliance's router id
 		{[]string{"rule", "add", "--ttl", "never", "match destination 198.51.100.8/32 then discard"}, "never_expire"},
 	} {
