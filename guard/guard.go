@@ -150,16 +150,19 @@ type Decision struct {
 	DefaultTTL bool
 	// Warnings say what is allowed but dangerous, one sentence each.
 	Warnings []string
+
+	ifNew time.Time // with KeepExpiry: the expiry should the rule be created after all
 }
 
-// Apply sets in's expiry as decided. Should the rule stop being active
-// before in is stored, a kept expiry is stored as the rule had it.
+// Apply sets in's expiry as decided. A kept expiry is kept by the store
+// (store.KeepExpiry); should the rule stop being active between Check
+// and the write, the write creates it with the default TTL.
 func (d Decision) Apply(in *store.Input) {
 	in.ExpiresAt = d.ExpiresAt
+	in.Keep &^= store.KeepExpiry
 	if d.KeepExpiry {
+		in.ExpiresAt = d.ifNew
 		in.Keep |= store.KeepExpiry
-	} else {
-		in.Keep &^= store.KeepExpiry
 	}
 }
 

@@ -194,6 +194,19 @@ func TestDefaultTTL(t *testing.T) {
 	if up, _, err := st.Upsert(ctx, in); err != nil || !up.ExpiresAt.Equal(stored.ExpiresAt) {
 		t.Fatalf("update stored %v (%v), want %v", up.ExpiresAt, err, stored.ExpiresAt)
 	}
+	// Withdrawn between the check and the write, the rule is created
+	// afresh, with the default TTL, not without an expiry.
+	if _, err := st.Withdraw(ctx, stored.ID, "noc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Finish(ctx, stored.ID, store.Withdrawn); err != nil {
+		t.Fatal(err)
+	}
+	in = store.Input{Rule: r, Keep: store.KeepExpiry}
+	ds[0].Apply(&in)
+	if again, created, err := st.Upsert(ctx, in); err != nil || !created || !again.ExpiresAt.Equal(now.Add(time.Hour)) {
+		t.Fatalf("created again with expiry %v (created %v, %v), want %v", again.ExpiresAt, created, err, now.Add(time.Hour))
+	}
 	// A configured default; "never" makes rules without a TTL need the
 	// permission; require_ttl refuses them.
 	g.Set(config.Guardrails{DefaultTTL: 10 * time.Minute})

@@ -36,7 +36,12 @@ func decideTTL(l *config.Guardrails, in Input, e store.Existing, exists bool, no
 	}
 	switch {
 	case in.KeepExpiry && exists:
-		d := Decision{ExpiresAt: e.ExpiresAt, KeepExpiry: true}
+		// Should the rule stop being active before the write lands,
+		// it is created: with the default TTL, as a new rule would be.
+		d := Decision{ExpiresAt: e.ExpiresAt, KeepExpiry: true, ifNew: e.ExpiresAt}
+		if defTTL > 0 {
+			d.ifNew = now.Add(defTTL)
+		}
 		if e.ExpiresAt.IsZero() {
 			if l.RequireTTL {
 				return Decision{}, &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl",
