@@ -28,9 +28,11 @@ type GuardedRules interface {
 
 // Guarded returns rules with every write (Upsert, UpsertMany) checked
 // by g first: every guardrail (protected addresses, prefix lengths, the
-// safelist, TTL rules, quotas, the rate of new rules) and the quota of the scoped token making the request
-// (Token.MaxActiveRules); each rule is stored with the expiry the
-// guardrails decided. Writes through the result are serialized so
+// safelist, TTL rules, quotas, the rate of new rules) and the quota of
+// the scoped token making the request (Token.MaxActiveRules); each rule
+// is stored with the expiry the guardrails decided (guard.Decision).
+// POST /v1/validate asks the same guardrails, recording nothing. Writes
+// through the result are serialized so
 // that quotas hold for this process; instances sharing one PostgreSQL
 // store enforce quotas each on their own view.
 func Guarded(rules GuardedRules, g *guard.Guard) Rules {

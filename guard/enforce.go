@@ -30,8 +30,8 @@ type Withdrawal struct {
 }
 
 // Enforce withdraws the active rules that break a per-rule guardrail of
-// l (CheckActive: all but never_expire) at now, with actor "guardrail", in one
-// transaction: after a configuration change either every such rule goes
+// l (CheckActive: all but never_expire) at now, with actor "guardrail", in
+// one transaction: after a configuration change either every such rule goes
 // or, on error, none. Each rule's reason is extended with the guardrail
 // and why, so rule show and rule history say why it went. Static rules
 // ([[rule]]) are left alone: the configuration that declares them was

@@ -86,7 +86,7 @@ func checkProtected(p *config.Protected, r flowspec.Rule) *Violation {
 	for _, ep := range eps {
 		if dst.hits(ep.p) {
 			return &Violation{Guardrail: ProtectedAddress, Rule: r.String(), Field: "text",
-				Msg: fmt.Sprintf("its destination covers %s, which no rule may filter, redirect or blackhole (it carries the BGP sessions); narrow the destination to leave it out", ep.what)}
+				Msg: fmt.Sprintf("its destination covers %s, which no rule may filter, redirect or blackhole: the BGP sessions that carry every rule run between the appliance and its routers; narrow the destination to leave it out (this guardrail has no setting)", ep.what)}
 		}
 	}
 	if m.Family().IsRoute() {
@@ -94,7 +94,7 @@ func checkProtected(p *config.Protected, r flowspec.Rule) *Violation {
 	}
 	if w, ok := bgpWitness(p, m, eps); ok {
 		return &Violation{Guardrail: BGPSession, Rule: r.String(), Field: "text",
-			Msg: fmt.Sprintf("it would match the BGP session between ribkeeper and its routers (%s), which no rule may touch; give a destination outside the appliance's and its routers' addresses, or a protocol or ports that leave out TCP port %s", w, portList(p.Ports))}
+			Msg: fmt.Sprintf("it would match the BGP session between ribkeeper and its routers (%s), which no rule may touch; give a destination outside the appliance's and its routers' addresses, or a protocol or ports that leave out TCP port %s (this guardrail has no setting)", w, portList(p.Ports))}
 	}
 	return nil
 }
