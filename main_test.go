@@ -193,6 +193,35 @@ text = "match destination 203.0.113.7/32 then discard"
 	}
 }
 
+// Static rules are permanent, but the protected addresses and the BGP
+// sessions apply to them too: a file declaring a rule that would cut the
+// appliance's sessions is refused, each such rule named with its line.
+func TestCheckConfigStaticRuleProtected(t *testing.T) {
+	bad := writeFile(t, `[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+
+[[neighbor]]
+address = "192.0.2.2"
+asn = 65001
+
+[[rule]]
+text = "match destination 198.51.100.0/24 protocol udp then discard"
+
+[[rule]]
+text = "match protocol tcp destination-port ==179 then discard"
+
+[[rule]]
+text = "route 192.0.2.2/32 then blackhole"
+`)
+	code, out, errOut := runMain(t, "check-config", "--config", bad)
+	if code != 1 || out != "" || !strings.Contains(errOut, bad+":13: rule[2].text: ") || !strings.Contains(errOut, "guardrail bgp_session") ||
+		!strings.Contains(errOut, bad+":16: rule[3].text: ") || !strings.Contains(errOut, "guardrail protected_address") ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 1 {
+		t.Errorf("static rules cutting BGP: exit %d, %q %q", code, out, errOut)
+	}
+}
+
 // check-config warns (exit 0) about a neighbor without a router profile
 // and refuses (exit 1) an unknown one.
 func TestCheckConfigProfile(t *testing.T) {

@@ -111,8 +111,7 @@ func (r *reloader) reload(ctx context.Context) error {
 }
 
 // enforceGuardrails withdraws through the gate, in one transaction, the
-// active rules that break a per-rule guardrail in force (safelist, prefix
-// lengths, TTL), with actor "guardrail" and the reason extended with why,
+// active rules that break a per-rule guardrail in force (guard.CheckActive), with actor "guardrail" and the reason extended with why,
 // and logs each.
 func enforceGuardrails(ctx context.Context, log hclog.Logger, gate *admit.Gate) (int, error) {
 	ws, err := gate.Enforce(ctx)

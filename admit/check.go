@@ -13,17 +13,19 @@ import (
 )
 
 // admit checks ps for a and, when everything passed, records the new
-// rules against the rate limits. The caller holds g.mu.
+// rules against the rate limits and gives each input the expiry the
+// guardrails decided. The caller holds g.mu.
 func (g *Gate) admit(ctx context.Context, a Actor, ps []parsed, batch bool) error {
-	return g.check(ctx, a, ps, batch, false)
+	_, err := g.check(ctx, a, ps, batch, false)
+	return err
 }
 
 // check applies, in order, the actor's scope to each rule as sent, the
-// checks of an update against the stored rule, the guardrails and the
-// actor's own rate of new rules. It sets each input's ExpiresAt. A dry
-// check (Validate) records nothing and applies only the guardrails that
-// concern the rule itself.
-func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool) error {
+// checks of an update against the stored rule, the actor's own rate of
+// new rules and the guardrails (quotas included), and sets each input's
+// expiry as the guardrails decided (guard.Decision.Apply). A dry check
+// (Validate) records nothing.
+func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool) ([]guard.Decision, error) {
 	at := func(i int) int {
 		if batch {
 			return i
@@ -32,20 +34,15 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 	}
 	for i := range ps {
 		if ref := scopeRefusal(a, ps[i].in.Rule, at(i)); ref != nil {
-			return ref
+			return nil, ref
 		}
 	}
 	now := g.now()
-	for i := range ps {
-		if ps[i].ttlGiven && !ps[i].never {
-			ps[i].in.ExpiresAt = now.Add(ps[i].ttl)
-		}
-	}
 	var existing map[flowspec.Match]store.Existing
 	if a.Scope.Scoped() {
 		var err error
 		if existing, err = g.lookup(ctx, ps); err != nil {
-			return err
+			return nil, err
 		}
 		for i := range ps {
 			e, ok := existing[ps[i].in.Rule.Match]
@@ -53,23 +50,9 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 				continue
 			}
 			if ref := mayChange(a, e, at(i), "update"); ref != nil {
-				return ref
+				return nil, ref
 			}
 		}
-	}
-	gins := make([]guard.Input, len(ps))
-	for i, p := range ps {
-		gins[i] = guard.Input{Rule: p.in.Rule, ExpiresAt: p.in.ExpiresAt, KeepExpiry: p.in.Keep&store.KeepExpiry != 0}
-	}
-	if dry {
-		var ttl time.Duration
-		if !gins[0].ExpiresAt.IsZero() {
-			ttl = gins[0].ExpiresAt.Sub(now).Round(time.Second)
-		}
-		if v := g.guard.CheckRule(gins[0].Rule, ttl); v != nil {
-			return violation(v, at(0))
-		}
-		return nil
 	}
 	// The actor's own rate is checked before the guardrails, whose global
 	// rate limit records the new rules when everything passed.
@@ -78,26 +61,41 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 		created = countNew(ps, existing)
 		if ok, retry := g.rates.peek(a.Name, now, created, rate); !ok {
 			last := len(ps) - 1
-			return &Refusal{Kind: KindRateLimited, Index: at(last), Field: "text", RetryAfter: retry,
+			return nil, &Refusal{Kind: KindRateLimited, Index: at(last), Field: "text", RetryAfter: retry,
 				Msg: fmt.Sprintf("%s may create at most %d new rules a minute ([[api.token]] max_new_rules_per_minute, or [limits] scoped_new_rules_per_minute for every scoped token); retry in %s",
 					a.who(), rate, retry.Round(time.Second))}
+		}
+	}
+	gins := make([]guard.Input, len(ps))
+	mayNever := a.Scope.NeverExpires || a.Source == SourceConfig
+	for i, p := range ps {
+		gins[i] = guard.Input{Rule: p.in.Rule, KeepExpiry: !p.ttlGiven, MayNeverExpire: mayNever}
+		if p.ttlGiven && !p.never {
+			gins[i].ExpiresAt = now.Add(p.ttl)
 		}
 	}
 	var q guard.Quota
 	if a.Scope.MaxActive > 0 {
 		q = guard.Quota{Actor: a.Name, Max: a.Scope.MaxActive}
 	}
-	v, err := g.guard.Check(ctx, g.cfg.Store, gins, q)
+	check := g.guard.Check
+	if dry {
+		check = g.guard.Preview
+	}
+	ds, v, err := check(ctx, g.cfg.Store, gins, q)
 	if err != nil {
-		return fromStore(err, 0)
+		return nil, fromStore(err, 0)
 	}
 	if v != nil {
-		return violation(v, at(v.Index))
+		return nil, violation(v, at(v.Index))
 	}
-	if rate > 0 {
+	for i := range ps {
+		ds[i].Apply(&ps[i].in)
+	}
+	if rate > 0 && !dry {
 		g.rates.record(a.Name, now, created)
 	}
-	return nil
+	return ds, nil
 }
 
 // lookup returns the active rules with the matches of ps.
@@ -204,5 +202,5 @@ func violation(v *guard.Violation, index int) *Refusal {
 	if v.Guardrail == guard.TokenMaxActive {
 		k = KindForbidden
 	}
-	return &Refusal{Kind: k, Index: index, Field: v.Field, Guardrail: v.Guardrail, Msg: oneLine(v.Error()), Err: v}
+	return &Refusal{Kind: k, Index: index, Field: v.Field, Guardrail: v.Guardrail, Msg: oneLine(v.Error()), Detail: v.Msg, Err: v}
 }

@@ -186,22 +186,23 @@ func (g *Gate) AddMany(ctx context.Context, a Actor, reqs []Request) ([]store.Ru
 }
 
 // Verdict is what Validate decided: the rule as it would be stored, or
-// the refusal a write of it would get now, and the warnings about what
-// is allowed but dangerous.
+// the refusal a write of it would get now, and, for a rule a write would
+// take, its expiry and the warnings about what is allowed but dangerous.
 type Verdict struct {
 	Rule      flowspec.Rule
-	ExpiresAt time.Time // zero: never expires (or keeps the stored expiry, KeepsExpiry)
-	// KeepsExpiry is set when the request gives no TTL and the rule
-	// exists: its stored expiry stays.
+	ExpiresAt time.Time // zero: never expires
+	// DefaultTTL says ExpiresAt is [guardrails] default_ttl from now;
+	// KeepsExpiry that the rule is active and keeps its own.
+	DefaultTTL  bool
 	KeepsExpiry bool
 	Refusal     *Refusal
 	Warnings    []string
 }
 
 // Validate checks req for a exactly as Add would, storing nothing and
-// counting nothing against the rate limits. A refusal of the rule itself
-// is the Verdict's Refusal; the error is for a failure to check (the
-// store cannot answer).
+// counting nothing against the rate limits. A refusal of the rule is the
+// Verdict's Refusal; the error is for a failure to check (the store
+// cannot answer).
 func (g *Gate) Validate(ctx context.Context, a Actor, req Request) (Verdict, error) {
 	if ref := writable(a); ref != nil {
 		return Verdict{Refusal: ref}, nil
@@ -212,23 +213,19 @@ func (g *Gate) Validate(ctx context.Context, a Actor, req Request) (Verdict, err
 	}
 	v := Verdict{Rule: p.in.Rule}
 	ps := []parsed{p}
-	if err := g.check(ctx, a, ps, false, true); err != nil {
+	ds, err := g.check(ctx, a, ps, false, true)
+	if err == nil {
+		err = g.knownSites(ctx, ps[0].in)
+	}
+	if err != nil {
 		if ref, ok := As(err); ok && ref.Kind != KindUnavailable {
 			v.Refusal = ref
 			return v, nil
 		}
 		return Verdict{}, err
 	}
-	if err := g.knownSites(ctx, ps[0].in); err != nil {
-		if ref, ok := As(err); ok && ref.Kind != KindUnavailable {
-			v.Refusal = ref
-			return v, nil
-		}
-		return Verdict{}, err
-	}
-	v.ExpiresAt = ps[0].in.ExpiresAt
-	v.KeepsExpiry = ps[0].in.Keep&store.KeepExpiry != 0
-	v.Warnings = warnings(ps[0])
+	d := ds[0]
+	v.ExpiresAt, v.DefaultTTL, v.KeepsExpiry, v.Warnings = d.ExpiresAt, d.DefaultTTL, d.KeepExpiry, d.Warnings
 	return v, nil
 }
 

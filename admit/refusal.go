@@ -66,8 +66,11 @@ type Refusal struct {
 	// "reason", "id", "rules"), or "".
 	Field string
 	Msg   string
-	// Guardrail names the guardrail for KindGuardrail (guard's names).
+	// Guardrail names the guardrail for KindGuardrail (guard's names),
+	// and Detail says why in the guardrail's own words (Msg names the
+	// rule too).
 	Guardrail string
+	Detail    string
 	// RetryAfter is when to try again, for KindRateLimited.
 	RetryAfter time.Duration
 	// Err is the cause, if any: a *flowspec.SyntaxError for

@@ -30,7 +30,8 @@
 //
 //	POST   /v1/rules               add or update a rule (upsert by match)
 //	       body {"text": "match ... then ...", "ttl": "10m", "reason": "...", "sites": ["par1"]}
-//	       ttl is a Go duration, optional (no ttl: never expires), positive;
+//	       ttl is a Go duration, optional (no ttl: the default TTL for a new rule,
+//	       the stored expiry for an update; "never" needs the permission), positive;
 //	       sites is optional (absent or empty: every site).
 //	       201 Created with the rule when new, 200 OK with the rule when a
 //	       rule with the same match existed (same id, action/ttl/reason updated).
@@ -61,8 +62,11 @@
 //	                                lists and 0: unlimited)
 //	POST   /v1/validate             the body of POST /v1/rules, checked as it would be
 //	                                stored (same parser, same errors), nothing stored:
-//	                                200 {"valid": true, "family", "text" (canonical),
-//	                                "match", "action", "expires_at"}
+//	                                200 {"valid", "family", "text" (canonical),
+//	                                "match", "action", "expires_at", "default_ttl",
+//	                                "keeps_expiry", "warnings"}; valid false with
+//	                                "guardrail" {"name", "field", "message"} when a
+//	                                guardrail would refuse it
 //	GET    /v1/events               server-sent events of rule, peer and pass changes,
 //	                                resumable with Last-Event-ID (see events.go;
 //	                                when WithEvents is given)

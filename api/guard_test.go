@@ -43,7 +43,7 @@ func TestGuardrailsRefuse(t *testing.T) {
 			nil, `{"text":"` + ruleDiscard + `"}`, guard.Safelist, "text"},
 		{"safelist blackhole", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
 			nil, `{"text":"route 203.0.113.7/32 then blackhole"}`, guard.Safelist, "text"},
-		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}},
+		{"safelist no destination", config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}, AllowNoDestination: true},
 			nil, `{"text":"match protocol udp source-port 53 then discard"}`, guard.Safelist, "text"},
 		{"prefix length flowspec", config.Guardrails{PrefixLengths: map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 24, Max: 32}}},
 			nil, `{"text":"match destination 10.0.0.0/8 then discard"}`, guard.PrefixLength, "text"},

@@ -106,7 +106,7 @@ func TestListInPrecedenceOrder(t *testing.T) {
 func TestListOrders(t *testing.T) {
 	ts := startServer(t)
 	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.0.0.0/8 then discard","ttl":"2h"}`)
-	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.1.0.0/16 then discard"}`)
+	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.1.0.0/16 then discard","ttl":"never"}`)
 	ts.do(t, "POST", "/v1/rules", `{"text":"match destination 10.1.2.0/24 then discard","ttl":"1h"}`)
 	for order, want := range map[string]string{
 		"precedence": "3,2,1", // most specific destination first

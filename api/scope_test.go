@@ -190,7 +190,7 @@ func TestScopedTokenQuota(t *testing.T) {
 // scoped token only the rules inside its prefixes; acting on another
 // scope's rule is refused naming the prefix.
 func TestScopedTokenSeesOnlyItsScope(t *testing.T) {
-	ss := newScopedServer(t, config.Guardrails{})
+	ss := newScopedServer(t, config.Guardrails{AllowNoDestination: true})
 	mine := ss.add(t, custSecret, "match destination 192.0.2.7/32 then discard")
 	upper := ss.add(t, custSecret, "match destination 192.0.2.200/32 then discard")
 	other := ss.add(t, nocSecret, "match destination 198.51.100.7/32 then discard")

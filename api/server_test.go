@@ -17,6 +17,7 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/config"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/bgp"
@@ -47,11 +48,12 @@ func startServer(t *testing.T) *testServer {
 }
 
 // startServerOver serves a Server over rules, written through an
-// admission gate with default settings, and a fake RIB on a real unix
-// socket.
+// admission gate with the default guardrails but for allow_never_expire
+// (these tests exercise "ttl": "never" as the operator's own choice), and
+// a fake RIB, on a real unix socket.
 func startServerOver(t *testing.T, rules testStore, opts ...api.Option) *testServer {
 	t.Helper()
-	return startServerGate(t, rules, newGate(rules, admit.Config{}), opts...)
+	return startServerGate(t, rules, newGate(rules, admit.Config{Guardrails: config.Guardrails{AllowNeverExpire: true}}), opts...)
 }
 
 // startServerGate serves a Server that reads rules and writes through

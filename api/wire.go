@@ -17,8 +17,9 @@ import (
 // fields present in the JSON change: without "ttl", "reason" or "sites"
 // the stored expiry, reason and sites stay. "reason": "" clears the
 // reason, "sites": [] targets every site, "ttl": "never" removes the
-// expiry. A new rule takes absent fields as: never expires, no reason,
-// every site.
+// expiry (which only a writer with the permission may do: [guardrails]
+// allow_never_expire). A new rule takes absent fields as: the default TTL
+// ([guardrails] default_ttl), no reason, every site.
 type AddRuleRequest struct {
 	Text   string   `json:"text"`             // "match ... then ..."
 	TTL    string   `json:"ttl,omitempty"`    // Go duration, e.g. "10m", or "never"

@@ -33,7 +33,7 @@ var commands = []command{
 			"Rule text: README and flowspec/SYNTAX.md."},
 	{"rule validate", "[--ttl 10m|never] [--sites a,b] 'match ... then ...'",
 		"Check a rule as the daemon would store it (the same parser and errors, the column of the offending word) and print its canonical text; nothing is stored. " +
-			"Guardrails are checked only when a rule is added."},
+			"Also says which guardrail would refuse it (exit 1), when it would expire, and warns about what is allowed but dangerous."},
 	{"rule list", "[--state active|withdrawing|withdrawn|expired] [--order precedence|id|expires] [--json]",
 		"List the stored rules, by default in the order routers apply them."},
 	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
@@ -295,7 +295,7 @@ func flagError(err error) string {
 
 func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
-	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never (default: never for a new rule, unchanged on an update)")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never (default: the daemon's default_ttl for a new rule, 1h as shipped; unchanged on an update)")
 	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
 	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")

@@ -46,9 +46,22 @@ func (c *cli) validate(ctx context.Context, req api.AddRuleRequest) error {
 		return err
 	}
 	fmt.Fprintln(c.stdout, safeText(v.Text))
+	for _, w := range v.Warnings {
+		fmt.Fprintf(c.stderr, "warning: %s\n", safeText(api.OneLine(w)))
+	}
+	if !v.Valid && v.Guardrail != nil {
+		return fmt.Errorf("refused by guardrail %s: %s; nothing stored", safeText(v.Guardrail.Name), safeText(api.OneLine(v.Guardrail.Message)))
+	}
 	expires := "never expires"
-	if v.ExpiresAt != nil {
+	switch {
+	case v.ExpiresAt != nil && v.KeepsExpiry:
+		expires = "keeps its expiry, " + v.ExpiresAt.Local().Format(time.RFC3339)
+	case v.ExpiresAt != nil && v.DefaultTTL:
+		expires = "would expire " + v.ExpiresAt.Local().Format(time.RFC3339) + ", the default TTL"
+	case v.ExpiresAt != nil:
 		expires = "would expire " + v.ExpiresAt.Local().Format(time.RFC3339)
+	case v.KeepsExpiry:
+		expires = "keeps never expiring"
 	}
 	fmt.Fprintf(c.stderr, "valid %s rule (%s); nothing stored\n", v.Family, expires)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func TestExampleLoads(t *testing.T) {
 	if cfg.RTBH.NextHopIPv4 != DefaultNextHopIPv4 || cfg.RTBH.NextHopIPv6 != DefaultNextHopIPv6 {
 		t.Errorf("rtbh = %+v", cfg.RTBH)
 	}
-	if g := cfg.Guardrails; len(g.Safelist) != 0 || g.MaxTTL != 0 || g.PrefixLengths[flowspec.IPv4Unicast] != (Range{Min: 32, Max: 32}) {
+	if g := cfg.Guardrails; len(g.Safelist) != 0 || g.TTLMax() != DefaultMaxTTL || g.TTLDefault() != DefaultRuleTTL || g.AllowNeverExpire || g.AllowNoDestination ||
+		g.PrefixLengths[flowspec.IPv4Unicast] != (Range{Min: 32, Max: 32}) || g.PrefixLengths[flowspec.IPv4] != (Range{Min: 8, Max: 32}) || g.PrefixLengths[flowspec.IPv6] != (Range{Min: 32, Max: 128}) {
 		t.Errorf("guardrails = %+v", g)
 	}
 }
@@ -85,6 +87,10 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"negative compact_after", minimal + "compact_after = -1\n", "bgp.compact_after", 5, "-1 is negative: use 0 to never compact"},
 		{"bad retention", minimal + "[store]\nhistory_retention = \"90 days\"\n", "store.history_retention", 6, "90d"},
 		{"short retention", minimal + "[store]\nhistory_retention = \"5m\"\n", "store.history_retention", 6, "shorter than 1h"},
+		{"bad default ttl", minimal + "[guardrails]\ndefault_ttl = \"forever\"\n", "guardrails.default_ttl", 6, "\"never\""},
+		{"bad max ttl", minimal + "[guardrails]\nmax_ttl = \"never\"\n", "guardrails.max_ttl", 6, "\"none\""},
+		{"default above max", minimal + "[guardrails]\ndefault_ttl = \"2d\"\nmax_ttl = \"24h\"\n", "guardrails.default_ttl", 6, "raise max_ttl"},
+		{"default above default max", minimal + "[guardrails]\ndefault_ttl = \"8d\"\n", "guardrails.default_ttl", 6, "longer than max_ttl 168h"},
 		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
 		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
 	}
@@ -182,5 +188,92 @@ reason = "infrastructure filter"
 		if !found {
 			t.Errorf("%s: no error for %s with %q in %v", name, c.key, c.msg, err)
 		}
+	}
+}
+
+// [guardrails] ships safe: a default TTL of 1h, a maximum of 7 days,
+// rules that never expire and FlowSpec rules without a destination
+// refused; each opens with its setting.
+func TestGuardrailDefaults(t *testing.T) {
+	cfg, err := Parse("m.toml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Guardrails
+	if g.TTLDefault() != time.Hour || g.TTLMax() != 7*24*time.Hour || g.AllowNeverExpire || g.AllowNoDestination || g.RequireTTL {
+		t.Errorf("defaults: %+v", g)
+	}
+	if z := (Guardrails{}); z.TTLDefault() != g.TTLDefault() || z.TTLMax() != g.TTLMax() {
+		t.Errorf("the zero Guardrails are not the shipped defaults: %v %v", z.TTLDefault(), z.TTLMax())
+	}
+	cfg, err = Parse("m.toml", []byte(minimal+`[guardrails]
+default_ttl = "never"
+max_ttl = "none"
+allow_never_expire = true
+allow_no_destination = true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = cfg.Guardrails
+	if g.TTLDefault() != 0 || g.TTLMax() != 0 || !g.AllowNeverExpire || !g.AllowNoDestination {
+		t.Errorf("opened: %+v", g)
+	}
+	cfg, err = Parse("m.toml", []byte(minimal+"[guardrails]\ndefault_ttl = \"15m\"\nmax_ttl = \"2d\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cfg.Guardrails; g.TTLDefault() != 15*time.Minute || g.TTLMax() != 48*time.Hour {
+		t.Errorf("set: %v %v", g.TTLDefault(), g.TTLMax())
+	}
+}
+
+// What the guardrails protect comes from [bgp] and the neighbors: the
+// router id, listen and local addresses, neighbors, dynamic neighbors'
+// prefixes, and every BGP port.
+func TestProtected(t *testing.T) {
+	cfg, err := Parse("p.toml", []byte(`[bgp]
+asn = 65000
+router_id = "10.255.255.1"
+listen_addresses = ["0.0.0.0", "192.0.2.1", "2001:db8::1"]
+listen_port = 1790
+[[neighbor]]
+address = "192.0.2.2"
+asn = 65001
+local_address = "192.0.2.1"
+[[neighbor]]
+address = "2001:db8::2"
+asn = 65002
+port = 11179
+local_address = "2001:db8::11"
+[[peer_group]]
+name = "edge"
+asn = 65010
+[[dynamic_neighbor]]
+prefix = "10.99.0.0/24"
+peer_group = "edge"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Guardrails.Protected
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	if !slices.Equal(p.Own, addrs("10.255.255.1", "192.0.2.1", "2001:db8::1", "2001:db8::11")) {
+		t.Errorf("own %v", p.Own)
+	}
+	if !slices.Equal(p.Neighbors, addrs("192.0.2.2", "2001:db8::2")) {
+		t.Errorf("neighbors %v", p.Neighbors)
+	}
+	if len(p.NeighborPrefixes) != 1 || p.NeighborPrefixes[0] != netip.MustParsePrefix("10.99.0.0/24") {
+		t.Errorf("dynamic %v", p.NeighborPrefixes)
+	}
+	if !slices.Equal(p.Ports, []uint16{179, 1790, 11179}) {
+		t.Errorf("ports %v", p.Ports)
 	}
 }

@@ -6,9 +6,24 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
+)
+
+// Shipped defaults of [guardrails], those of the zero Guardrails. Each
+// can be opened deliberately (see Guardrails).
+const (
+	// DefaultRuleTTL is the TTL of a new rule that names none: an hour
+	// covers a typical attack and is what detectors such as FastNetMon
+	// ban for by default; a forgotten rule then lapses by itself.
+	DefaultRuleTTL = time.Hour
+	// DefaultMaxTTL is the longest TTL a rule may have: a week carries a
+	// manual mitigation over a weekend or a holiday, and a rule nobody
+	// renews is gone within the week. A filter meant to stay belongs in
+	// the configuration ([[rule]]).
+	DefaultMaxTTL = 7 * 24 * time.Hour
 )
 
 // Range is an inclusive range of prefix lengths.
@@ -24,20 +39,41 @@ func (r Range) String() string {
 	return fmt.Sprintf("/%d to /%d", r.Min, r.Max)
 }
 
+// Unlimited, as Guardrails.DefaultTTL or MaxTTL, turns that default off:
+// rules without a TTL never expire ("never" in the file), or no TTL is
+// too long ("none").
+const Unlimited time.Duration = -1
+
 // Guardrails is one set of guardrails, as configured. The zero Guardrails
-// allows everything except routes shorter than a host route (the default
-// prefix lengths, guard.DefaultPrefixLengths). Treat it as read-only once
-// in use.
+// is the shipped defaults: DefaultRuleTTL and DefaultMaxTTL, rules that
+// never expire and FlowSpec rules without a destination refused,
+// destinations within guard.DefaultPrefixLengths, and no quota. Each
+// field opens one of them. Treat it as read-only once in use.
 type Guardrails struct {
 	// Safelist are prefixes no rule may filter or blackhole.
 	Safelist []netip.Prefix
 	// PrefixLengths maps a family to the destination prefix lengths it
 	// allows; a family without an entry gets guard.DefaultPrefixLengths.
 	PrefixLengths map[flowspec.Family]Range
-	// RequireTTL refuses rules without a TTL.
+	// RequireTTL refuses rules without a TTL instead of giving them the
+	// default TTL, and refuses rules that never expire.
 	RequireTTL bool
-	// MaxTTL is the longest TTL allowed (0: no limit).
+	// DefaultTTL is the TTL of a new rule that names none (0:
+	// DefaultRuleTTL; Unlimited: none, such a rule never expires and
+	// needs the permission to). An update that names none keeps the
+	// rule's expiry. Read it with TTLDefault.
+	DefaultTTL time.Duration
+	// MaxTTL is the longest TTL allowed (0: DefaultMaxTTL; Unlimited: no
+	// limit). A rule that never expires is not bound by it: it needs
+	// AllowNeverExpire or the writer's permission. Read it with TTLMax.
 	MaxTTL time.Duration
+	// AllowNeverExpire lets every writer store rules that never expire
+	// (ttl "never"); otherwise only the configuration ([[rule]]) and
+	// actors with the permission may.
+	AllowNeverExpire bool
+	// AllowNoDestination lets a FlowSpec rule have no destination prefix
+	// (it then matches traffic to every address).
+	AllowNoDestination bool
 	// MaxActiveRules caps active rules in total (0: no cap).
 	MaxActiveRules int
 	// MaxRulesPerDestination caps active rules per destination prefix
@@ -45,6 +81,81 @@ type Guardrails struct {
 	MaxRulesPerDestination int
 	// MaxNewRulesPerMinute caps rules created per minute (0: no cap).
 	MaxNewRulesPerMinute int
+	// Protected is what no rule may filter, redirect or blackhole, and
+	// whose BGP sessions no rule may match. It is not written in
+	// [guardrails]: Load derives it from [bgp] and the neighbors, and
+	// nothing opens it.
+	Protected Protected
+}
+
+// TTLDefault is the TTL a new rule that names none gets; 0: none, it
+// never expires.
+func (l *Guardrails) TTLDefault() time.Duration { return effective(l.DefaultTTL, DefaultRuleTTL) }
+
+// TTLMax is the longest TTL allowed; 0: no limit.
+func (l *Guardrails) TTLMax() time.Duration { return effective(l.MaxTTL, DefaultMaxTTL) }
+
+func effective(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// Protected are the appliance's own addresses and its routers', which the
+// guardrails always protect: a rule that cut them would cut the sessions
+// that carry every rule, including the one that would undo it.
+type Protected struct {
+	// Own are the appliance's addresses: its router id, its listen
+	// addresses (unspecified ones left out) and the neighbors' local
+	// addresses.
+	Own []netip.Addr
+	// Neighbors are the configured neighbors' addresses.
+	Neighbors []netip.Addr
+	// NeighborPrefixes are the prefixes dynamic neighbors dial in from.
+	NeighborPrefixes []netip.Prefix
+	// Ports are the TCP ports of the BGP sessions: 179, the listen port,
+	// and each neighbor's port, sorted, each once.
+	Ports []uint16
+}
+
+// protectedOf derives what the guardrails protect from c's [bgp], its
+// neighbors and dynamic neighbors.
+func protectedOf(c *Config) Protected {
+	var p Protected
+	own := func(a netip.Addr) {
+		if a.IsValid() && !a.IsUnspecified() && !slices.Contains(p.Own, a) {
+			p.Own = append(p.Own, a)
+		}
+	}
+	own(c.BGP.RouterID)
+	for _, a := range c.BGP.ListenAddresses {
+		own(a)
+	}
+	ports := []uint16{179}
+	if c.BGP.ListenPort > 0 {
+		ports = append(ports, uint16(c.BGP.ListenPort))
+	}
+	for _, n := range c.Neighbors {
+		own(n.LocalAddress)
+		if n.Address.IsValid() {
+			p.Neighbors = append(p.Neighbors, n.Address)
+		}
+		if n.Port > 0 {
+			ports = append(ports, n.Port)
+		}
+	}
+	for _, d := range c.DynamicNeighbors {
+		if d.Prefix.IsValid() {
+			p.NeighborPrefixes = append(p.NeighborPrefixes, d.Prefix)
+		}
+	}
+	slices.Sort(ports)
+	p.Ports = slices.Compact(ports)
+	return p
 }
 
 // Upper bounds of the [limits] settings: past these a setting is a

@@ -74,7 +74,10 @@ type file struct {
 	Guardrails struct {
 		Safelist               []string `toml:"safelist"`
 		RequireTTL             bool     `toml:"require_ttl"`
+		DefaultTTL             string   `toml:"default_ttl"`
 		MaxTTL                 string   `toml:"max_ttl"`
+		AllowNeverExpire       bool     `toml:"allow_never_expire"`
+		AllowNoDestination     bool     `toml:"allow_no_destination"`
 		MaxActiveRules         int64    `toml:"max_active_rules"`
 		MaxRulesPerDestination int64    `toml:"max_rules_per_destination"`
 		MaxNewRulesPerMinute   int64    `toml:"max_new_rules_per_minute"`
@@ -299,6 +302,7 @@ func (v *validator) build(f *file) *Config {
 	v.rtbh(f, c)
 	v.guardrails(f, c)
 	v.limits(f, c)
+	c.Guardrails.Protected = protectedOf(c)
 	v.staticRules(f.Rules, c)
 
 	// [store]

@@ -271,7 +271,14 @@ func (v *validator) guardrails(f *file, c *Config) {
 		}
 	}
 	c.Guardrails.RequireTTL = g.RequireTTL
-	c.Guardrails.MaxTTL = v.duration("guardrails.max_ttl", g.MaxTTL, time.Second, 100*365*24*time.Hour, "a positive duration such as \"24h\"")
+	c.Guardrails.AllowNeverExpire = g.AllowNeverExpire
+	c.Guardrails.AllowNoDestination = g.AllowNoDestination
+	c.Guardrails.DefaultTTL = v.ttl("guardrails.default_ttl", g.DefaultTTL, DefaultRuleTTL, "never",
+		"rules without a TTL then never expire and need allow_never_expire")
+	c.Guardrails.MaxTTL = v.ttl("guardrails.max_ttl", g.MaxTTL, DefaultMaxTTL, "none", "no TTL is too long")
+	if d, m := c.Guardrails.TTLDefault(), c.Guardrails.TTLMax(); d > 0 && m > 0 && d > m {
+		v.add("guardrails.default_ttl", "%s is longer than max_ttl %s: every rule without a TTL would be refused; shorten default_ttl or raise max_ttl", d, m)
+	}
 	for _, q := range []struct {
 		key string
 		n   int64
@@ -314,6 +321,24 @@ func (v *validator) guardrails(f *file, c *Config) {
 		}
 		c.Guardrails.PrefixLengths[r.fam] = Range{Min: int(r.vals[0]), Max: int(r.vals[1])}
 	}
+}
+
+// ttl reads a TTL setting of [guardrails]: "" is def, off (the word
+// "never" or "none") is Unlimited, what off means; anything else is a
+// duration of at least a second ("90m", "24h", "7d").
+func (v *validator) ttl(key, s string, def time.Duration, off, means string) time.Duration {
+	switch s = strings.TrimSpace(s); s {
+	case "":
+		return def
+	case off:
+		return Unlimited
+	}
+	d, ok := parseDays(s)
+	if !ok || d < time.Second || d > 100*365*24*time.Hour {
+		v.add(key, "%q is not a TTL: give a duration such as \"30m\", \"24h\" or \"7d\", or %q (%s)", s, off, means)
+		return 0
+	}
+	return d
 }
 
 // Warnings returns what check-config reports without failing: neighbors

@@ -53,7 +53,10 @@ next_hop_ipv6 = "2001:db8::66"
 [guardrails]
 safelist = ["192.0.2.0/24", "2001:db8:ffff::/48", "198.51.100.1"]
 require_ttl = true
+default_ttl = "30m"
 max_ttl = "24h"
+allow_never_expire = true
+allow_no_destination = true
 max_active_rules = 1000
 max_rules_per_destination = 5
 max_new_rules_per_minute = 60
@@ -97,8 +100,12 @@ func TestEveryKnob(t *testing.T) {
 	g := cfg.Guardrails
 	wantG := Guardrails{
 		Safelist:   []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48"), netip.MustParsePrefix("198.51.100.1/32")},
-		RequireTTL: true, MaxTTL: 24 * time.Hour, MaxActiveRules: 1000, MaxRulesPerDestination: 5, MaxNewRulesPerMinute: 60,
+		RequireTTL: true, DefaultTTL: 30 * time.Minute, MaxTTL: 24 * time.Hour, AllowNeverExpire: true, AllowNoDestination: true,
+		MaxActiveRules: 1000, MaxRulesPerDestination: 5, MaxNewRulesPerMinute: 60,
 		PrefixLengths: map[flowspec.Family]Range{flowspec.IPv4: {Min: 16, Max: 32}, flowspec.IPv4Unicast: {Min: 24, Max: 32}},
+		Protected: Protected{Own: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("127.0.0.1")},
+			Neighbors:        []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("2001:db8::2")},
+			NeighborPrefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}, Ports: []uint16{179, 1790}},
 	}
 	if !reflect.DeepEqual(g, wantG) {
 		t.Errorf("guardrails:\n got  %+v\n want %+v", g, wantG)

@@ -327,6 +327,16 @@ func TestConsole(t *testing.T) {
 		t.Errorf("an RTBH route validates as %q, want ipv4-unicast", ok)
 	}
 
+	// A rule a guardrail would refuse says which as it is typed.
+	b.step("add page: a rule the guardrails refuse",
+		clearInput("#add-text"),
+		chromedp.Click(chromedp.CSS(`input[name="kind"][value="flowspec"]`)),
+		chromedp.SendKeys(chromedp.CSS("#add-text"), "match protocol udp then discard"),
+		chromedp.WaitVisible(chromedp.CSS(`#add-text[aria-invalid="true"]`)))
+	if msg := b.text("#add-text-feedback .error"); !strings.Contains(msg, "guardrail destination_required") {
+		t.Errorf("a rule without a destination validates with %q, want the guardrail named", msg)
+	}
+
 	// A typo is shown at the offending word as it is typed, and again
 	// when submitted; nothing is stored.
 	b.step("add page with a typo",

@@ -446,10 +446,13 @@ type matrixPeer struct {
 	decoded func() (map[string]string, error)
 }
 
+// matrixRTBH opens allow_no_destination: the matrix sends a rule without
+// a destination (a source-only match) on purpose.
 const matrixRTBH = `[rtbh]
 next_hop_ipv4 = "192.0.2.99"
 next_hop_ipv6 = "100::99"
 [guardrails]
+allow_no_destination = true
 prefix_lengths.ipv4_unicast = [32, 32]
 prefix_lengths.ipv6_unicast = [128, 128]
 `

@@ -20,6 +20,10 @@ type appliance struct {
 	rkPort int
 	extra  string // sections after [[neighbor]]: [rtbh], [guardrails] ...
 	nb     string // extra keys of the [[neighbor]] table
+	// routerID and families are [bgp] router_id and the neighbor's
+	// families; startAppliance sets 127.0.0.1 and IPv4 FlowSpec with
+	// both unicast families.
+	routerID, families string
 }
 
 // startAppliance starts BIRD (with o's password) and ribkeeper with the
@@ -27,9 +31,17 @@ type appliance struct {
 // wait is false.
 func startAppliance(t *testing.T, o birdtest.Options, nb, extra string, wait bool) *appliance {
 	t.Helper()
+	return startApplianceAs(t, &appliance{extra: extra, nb: nb,
+		routerID: "127.0.0.1", families: `"ipv4-flowspec", "ipv4-unicast", "ipv6-unicast"`}, o, wait)
+}
+
+// startApplianceAs is startAppliance with a's router id, families, nb and
+// extra.
+func startApplianceAs(t *testing.T, a *appliance, o birdtest.Options, wait bool) *appliance {
+	t.Helper()
 	birdtest.Binary(t)
 	dir := t.TempDir()
-	a := &appliance{rkPort: birdtest.FreePort(t, "127.0.0.1"), extra: extra, nb: nb}
+	a.rkPort = birdtest.FreePort(t, "127.0.0.1")
 	o.Address, o.ASN = "127.0.0.2", 65001
 	o.Port = birdtest.FreePort(t, o.Address)
 	o.Peers = []birdtest.Peer{{Address: "127.0.0.1", Port: a.rkPort, ASN: 65000}}
@@ -51,7 +63,7 @@ func (a *appliance) write() {
 level = "debug"
 [bgp]
 asn = 65000
-router_id = "127.0.0.1"
+router_id = %q
 listen_addresses = ["127.0.0.1"]
 listen_port = %d
 [[neighbor]]
@@ -60,13 +72,13 @@ asn = 65001
 port = %d
 local_address = "127.0.0.1"
 multihop_ttl = 2
-families = ["ipv4-flowspec", "ipv4-unicast", "ipv6-unicast"]
+families = [%s]
 %s
 [store]
 path = %q
 [api]
 socket = %q
-%s`, a.rkPort, a.bird.Port, a.nb, filepath.Join(a.dir, "rk.db"), a.socket, a.extra)
+%s`, a.routerID, a.rkPort, a.bird.Port, a.families, a.nb, filepath.Join(a.dir, "rk.db"), a.socket, a.extra)
 	if err := os.WriteFile(a.conf, []byte(conf), 0o600); err != nil {
 		a.t.Fatal(err)
 	}

@@ -255,6 +255,20 @@ func (c Component) Items() []Item {
 	return out
 }
 
+// Matches reports whether a packet whose field has value v matches the
+// numeric or bitmask component c (RFC 8955 §4.2.1: items are ORs of AND
+// groups, AND binding tighter). Prefix components report false: compare
+// their Prefix instead.
+func (c Component) Matches(v uint32) bool {
+	switch specOf(c.Type()).kind {
+	case kindNumeric:
+		return evalNumeric(c.b, v)
+	case kindBitmask:
+		return evalBitmask(c.b, v)
+	}
+	return false
+}
+
 // readItem reads the item at b[pos] of a validated component and returns the
 // operator byte, the value and the item's encoded length.
 func readItem(b string, pos int) (op byte, v uint32, n int) {

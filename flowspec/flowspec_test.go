@@ -253,3 +253,43 @@ func TestDestination(t *testing.T) {
 		t.Error("offset prefix reported as destination")
 	}
 }
+
+// Matches evaluates a numeric or bitmask component against one value:
+// items OR'ed, AND binding tighter; prefixes never match a value.
+func TestComponentMatches(t *testing.T) {
+	cases := []struct {
+		match string
+		typ   ComponentType
+		yes   []uint32
+		no    []uint32
+	}{
+		{"destination-port ==179", DestinationPort, []uint32{179}, []uint32{0, 178, 180, 65535}},
+		{"port >=1024&<=2048 ==80", Port, []uint32{80, 1024, 2048}, []uint32{79, 1023, 2049}},
+		{"protocol tcp udp", Protocol, []uint32{6, 17}, []uint32{1, 7}},
+		{"source-port !=53", SourcePort, []uint32{0, 52, 54}, []uint32{53}},
+		{"tcp-flags =S", TCPFlags, []uint32{0x02, 0x12}, []uint32{0x10, 0}},
+		{"tcp-flags !=SA", TCPFlags, []uint32{0x02, 0x10, 0}, []uint32{0x12}},
+		{"fragment is-fragment", Fragment, []uint32{FragIsFragment, FragIsFragment | FragLastFragment}, []uint32{0, FragDontFragment}},
+		{"destination 192.0.2.0/24", DestinationPrefix, nil, []uint32{0, 0xc0000201}},
+	}
+	for _, cs := range cases {
+		m, err := ParseMatch(IPv4, cs.match)
+		if err != nil {
+			t.Fatalf("%s: %v", cs.match, err)
+		}
+		c, ok := m.Component(cs.typ)
+		if !ok {
+			t.Fatalf("%s: no %s component", cs.match, cs.typ)
+		}
+		for _, v := range cs.yes {
+			if !c.Matches(v) {
+				t.Errorf("%s does not match %#x", cs.match, v)
+			}
+		}
+		for _, v := range cs.no {
+			if c.Matches(v) {
+				t.Errorf("%s matches %#x", cs.match, v)
+			}
+		}
+	}
+}

@@ -30,7 +30,7 @@ type Withdrawal struct {
 }
 
 // Breaking returns the active rules that break a per-rule guardrail of l
-// (safelist, prefix lengths, TTL) at now. It writes nothing: the
+// (CheckActive: all but never_expire) at now. It writes nothing: the
 // admission gate withdraws them, all in one transaction (admit's
 // Enforce). Each item extends the rule's reason with the guardrail and
 // why, so rule show and rule history say why it went, and carries the

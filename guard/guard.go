@@ -11,21 +11,36 @@
 // reloads. Quotas are counted by the store (Counter), never by reading
 // every active rule.
 //
+// Safe by default: with the shipped configuration a rule that names no
+// TTL gets one (default_ttl), no TTL exceeds max_ttl, no rule stored
+// through the API lives forever, a FlowSpec rule needs a destination no
+// broader than DefaultPrefixLengths, and nothing may filter, redirect or
+// blackhole the appliance's own addresses, its neighbors, or the BGP
+// sessions between them (protected_address, bgp_session: these two
+// cannot be opened). Each of the others is opened by a setting its
+// refusal names.
+//
 // Guardrails, by the name a Violation carries:
 //
-//	safelist                   no rule may match traffic to a safelisted prefix
+//	protected_address          no filter, redirect or blackhole of the appliance's or its neighbors' addresses
+//	bgp_session                no FlowSpec rule that matches BGP between the appliance and its routers
 //	prefix_length              destination prefix length within the family's range
-//	ttl_required               every rule has a TTL
+//	destination_required       a FlowSpec rule has a destination prefix
+//	safelist                   no rule may match traffic to a safelisted prefix
+//	ttl_required               every rule has a TTL (require_ttl)
+//	never_expire               a rule that never expires needs the permission
 //	max_ttl                    no TTL longer than this
 //	max_active_rules           quota of active rules in total
 //	max_rules_per_destination  quota of active rules with the same destination prefix
 //	max_new_rules_per_minute   rate of new rules (updates of existing ones are free)
 //	token.max_active_rules     quota of a scoped API token: the active rules it wrote
 //
-// The first four concern one rule and also apply to rules already active
-// (CheckActive, Enforce); the quotas and the rate limit apply only when
-// rules are added. Static rules are permanent by design: only the safelist
-// and the prefix lengths apply to them (CheckStatic).
+// The guardrails up to max_ttl concern one rule; all but never_expire
+// also apply to rules already active (CheckActive, Enforce): who wrote
+// an active rule, and with what permission, is not known afterwards. The
+// quotas and the rate limit apply only when rules are added. Static
+// rules are permanent by design: every guardrail on the rule's match
+// applies to them, the TTL rules and quotas do not (CheckStatic).
 package guard
 
 import (
@@ -43,14 +58,18 @@ import (
 
 // Guardrail names.
 const (
-	Safelist        = "safelist"
-	PrefixLength    = "prefix_length"
-	TTLRequired     = "ttl_required"
-	MaxTTL          = "max_ttl"
-	MaxActive       = "max_active_rules"
-	MaxPerDest      = "max_rules_per_destination"
-	MaxNewPerMinute = "max_new_rules_per_minute"
-	TokenMaxActive  = "token.max_active_rules"
+	ProtectedAddress    = "protected_address"
+	BGPSession          = "bgp_session"
+	PrefixLength        = "prefix_length"
+	DestinationRequired = "destination_required"
+	Safelist            = "safelist"
+	TTLRequired         = "ttl_required"
+	NeverExpire         = "never_expire"
+	MaxTTL              = "max_ttl"
+	MaxActive           = "max_active_rules"
+	MaxPerDest          = "max_rules_per_destination"
+	MaxNewPerMinute     = "max_new_rules_per_minute"
+	TokenMaxActive      = "token.max_active_rules"
 )
 
 // Counter counts active rules for the quotas (implemented by *store.Store).
@@ -72,8 +91,15 @@ func (v *Violation) Error() string {
 	return fmt.Sprintf("rule %q violates guardrail %s: %s", v.Rule, v.Guardrail, v.Msg)
 }
 
-// DefaultPrefixLengths is what each family allows unless configured:
-// routes (RTBH) are host routes only, /32 or /128; FlowSpec any length.
+// DefaultPrefixLengths is what each family allows unless configured.
+// Routes (RTBH) are host routes only, /32 or /128: a shorter blackhole
+// takes down every address it covers. FlowSpec destinations are /8 to
+// /32 for IPv4 and /32 to /128 for IPv6: a /8 is the largest block any
+// one network holds, and a /32 is the standard allocation of one IPv6
+// network (the RIRs' default for an ISP), so a broader destination
+// reaches into other networks' space (all of it, for /0) — a typo or a
+// runaway script, not a mitigation. An operator whose own aggregate is
+// broader opens it with [guardrails] prefix_lengths.
 func DefaultPrefixLengths(f flowspec.Family) config.Range {
 	switch f {
 	case flowspec.IPv4Unicast:
@@ -81,9 +107,9 @@ func DefaultPrefixLengths(f flowspec.Family) config.Range {
 	case flowspec.IPv6Unicast:
 		return config.Range{Min: 128, Max: 128}
 	case flowspec.IPv6:
-		return config.Range{Min: 0, Max: 128}
+		return config.Range{Min: 32, Max: 128}
 	}
-	return config.Range{Min: 0, Max: 32}
+	return config.Range{Min: 8, Max: 32}
 }
 
 // Lengths returns the allowed destination prefix lengths of family f.
@@ -97,11 +123,47 @@ func Lengths(l *config.Guardrails, f flowspec.Family) config.Range {
 // Input is one rule a write is to store.
 type Input struct {
 	Rule flowspec.Rule
-	// ExpiresAt is the expiry the write gives (zero: never).
+	// ExpiresAt is the expiry the write gives; zero with KeepExpiry
+	// unset is an explicit "never".
 	ExpiresAt time.Time
-	// KeepExpiry is set when the write updates an active rule without
-	// giving an expiry: the rule keeps the stored one, which is checked.
+	// KeepExpiry is set when the write gives no TTL: an active rule
+	// keeps its stored expiry (which is checked), a new one gets the
+	// default TTL.
 	KeepExpiry bool
+	// MayNeverExpire is the writer's permission to store a rule that
+	// never expires; [guardrails] allow_never_expire gives it to every
+	// writer.
+	MayNeverExpire bool
+}
+
+// Decision is what Check decided for one Input. The expiry to store is
+// the decision's, not the Input's: a rule that gave no TTL has none, and
+// storing it as given would make it permanent. Store it with Apply.
+type Decision struct {
+	// ExpiresAt is when the rule will expire (zero: never): the TTL the
+	// write gave, the default TTL of a new rule that gave none, or the
+	// active rule's own expiry when it is kept.
+	ExpiresAt time.Time
+	// KeepExpiry says the rule is active and keeps its expiry.
+	KeepExpiry bool
+	// DefaultTTL says ExpiresAt is now plus [guardrails] default_ttl.
+	DefaultTTL bool
+	// Warnings say what is allowed but dangerous, one sentence each.
+	Warnings []string
+
+	ifNew time.Time // with KeepExpiry: the expiry should the rule be created after all
+}
+
+// Apply sets in's expiry as decided. A kept expiry is kept by the store
+// (store.KeepExpiry); should the rule stop being active between Check
+// and the write, the write creates it with the default TTL.
+func (d Decision) Apply(in *store.Input) {
+	in.ExpiresAt = d.ExpiresAt
+	in.Keep &^= store.KeepExpiry
+	if d.KeepExpiry {
+		in.ExpiresAt = d.ifNew
+		in.Keep |= store.KeepExpiry
+	}
 }
 
 // Quota is the quota of a scoped API token: at most Max active rules
@@ -122,7 +184,8 @@ type Guard struct {
 	now    func() time.Time
 }
 
-// New returns a Guard with limits l.
+// New returns a Guard with limits l (with the addresses they protect,
+// l.Protected).
 func New(l config.Guardrails) *Guard {
 	g := &Guard{now: time.Now}
 	g.Set(l)
@@ -147,19 +210,28 @@ func (g *Guard) Limits() *config.Guardrails { return g.limits.Load() }
 // c, then the rate of new rules (recorded only when everything passed). A
 // rule whose Match is already active is an update: it counts against no
 // quota, except a token's when another writer's rule becomes the token's.
-// It returns the first violation, nil, or the error of the count.
-func (g *Guard) Check(ctx context.Context, c Counter, ins []Input, q Quota) (*Violation, error) {
+// It returns, when nothing is violated, one Decision per input, in order,
+// whose expiry the caller stores (Decision.Apply); else the first
+// violation; or the error of the count.
+func (g *Guard) Check(ctx context.Context, c Counter, ins []Input, q Quota) ([]Decision, *Violation, error) {
+	return g.check(ctx, c, ins, q, true)
+}
+
+// Preview is Check that records nothing: what Check would answer now,
+// for a dry run (rule validate, rule add --dry-run).
+func (g *Guard) Preview(ctx context.Context, c Counter, ins []Input, q Quota) ([]Decision, *Violation, error) {
+	return g.check(ctx, c, ins, q, false)
+}
+
+func (g *Guard) check(ctx context.Context, c Counter, ins []Input, q Quota, record bool) ([]Decision, *Violation, error) {
 	l := g.Limits()
 	now := g.now()
-	ttls := make([]time.Duration, len(ins))
 	keeps := false
-	for i, in := range ins {
-		if !in.ExpiresAt.IsZero() {
-			ttls[i] = in.ExpiresAt.Sub(now).Round(time.Second)
-		}
+	for _, in := range ins {
 		keeps = keeps || in.KeepExpiry
 	}
-	keeps = keeps && (l.RequireTTL || l.MaxTTL > 0)
+	// Whether a rule without a TTL is new (default TTL) or an update
+	// (keeps its expiry) is the store's to say.
 	needCounts := keeps || l.MaxActiveRules > 0 || l.MaxRulesPerDestination > 0 || l.MaxNewRulesPerMinute > 0 || q.Max > 0
 	var counts store.QuotaCounts
 	if needCounts {
@@ -175,34 +247,54 @@ func (g *Guard) Check(ctx context.Context, c Counter, ins []Input, q Quota) (*Vi
 		}
 		var err error
 		if counts, err = c.QuotaCounts(ctx, qq); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
+	ds := make([]Decision, len(ins))
 	for i, in := range ins {
-		ttl := ttls[i]
-		if e, ok := counts.Existing[in.Rule.Match]; ok && in.KeepExpiry {
-			// An update that keeps the stored expiry is checked with
-			// the TTL the rule has left.
-			ttl = 0
-			if !e.ExpiresAt.IsZero() {
-				ttl = max(e.ExpiresAt.Sub(now).Round(time.Second), time.Second)
-			}
-		}
-		if v := checkRule(l, in.Rule, ttl, false); v != nil {
+		e, exists := counts.Existing[in.Rule.Match]
+		if v := checkMatch(l, in.Rule); v != nil {
 			v.Index = i
-			return v, nil
+			return nil, v, nil
 		}
+		d, v := decideTTL(l, in, e, exists, now)
+		if v != nil {
+			v.Index = i
+			return nil, v, nil
+		}
+		d.Warnings = warnings(l, in.Rule, d, now)
+		ds[i] = d
 	}
 	if !needCounts {
-		return nil, nil
+		return ds, nil, nil
 	}
+	if v := checkQuotas(l, ins, q, counts); v != nil {
+		return nil, v, nil
+	}
+	created := 0
+	seen := make(map[flowspec.Match]bool, len(ins))
+	for _, in := range ins {
+		if _, ok := counts.Existing[in.Rule.Match]; !ok && !seen[in.Rule.Match] {
+			created++
+		}
+		seen[in.Rule.Match] = true
+	}
+	if ok, retry := g.rate.allow(now, created, l.MaxNewRulesPerMinute, record); !ok {
+		last := ins[len(ins)-1]
+		return nil, &Violation{Guardrail: MaxNewPerMinute, Rule: last.Rule.String(), Index: len(ins) - 1, Field: "text",
+			Msg: fmt.Sprintf("more than %d new rules in one minute; retry in %s, or raise [guardrails] max_new_rules_per_minute", l.MaxNewRulesPerMinute, retry.Round(time.Second))}, nil
+	}
+	return ds, nil, nil
+}
+
+// checkQuotas applies the quotas to ins given the counts.
+func checkQuotas(l *config.Guardrails, ins []Input, q Quota, counts store.QuotaCounts) *Violation {
 	seen := make(map[flowspec.Match]bool, len(ins))
 	total, mine := counts.Active, counts.ByActor
 	perDest := counts.ByDestination
 	if perDest == nil {
 		perDest = map[netip.Prefix]int{}
 	}
-	created := 0
 	for i, in := range ins {
 		m := in.Rule.Match
 		if seen[m] {
@@ -214,51 +306,53 @@ func (g *Guard) Check(ctx context.Context, c Counter, ins []Input, q Quota) (*Vi
 			mine++
 			if mine > q.Max {
 				return &Violation{Guardrail: TokenMaxActive, Rule: in.Rule.String(), Index: i, Field: "text",
-					Msg: fmt.Sprintf("token %q would have %d active rules; its max_active_rules is %d: withdraw some of its rules first, or raise max_active_rules of this [[api.token]]", q.Actor, mine, q.Max)}, nil
+					Msg: fmt.Sprintf("token %q would have %d active rules; its max_active_rules is %d: withdraw some of its rules first, or raise max_active_rules of this [[api.token]]", q.Actor, mine, q.Max)}
 			}
 		}
 		if exists {
 			continue
 		}
-		created++
 		total++
 		if l.MaxActiveRules > 0 && total > l.MaxActiveRules {
 			return &Violation{Guardrail: MaxActive, Rule: in.Rule.String(), Index: i, Field: "text",
-				Msg: fmt.Sprintf("it would be active rule number %d; the maximum is %d: withdraw rules first, or raise [guardrails] max_active_rules", total, l.MaxActiveRules)}, nil
+				Msg: fmt.Sprintf("it would be active rule number %d; the maximum is %d: withdraw rules first, or raise [guardrails] max_active_rules", total, l.MaxActiveRules)}
 		}
 		if d, ok := m.Destination(); ok && l.MaxRulesPerDestination > 0 {
 			perDest[d]++
 			if perDest[d] > l.MaxRulesPerDestination {
 				return &Violation{Guardrail: MaxPerDest, Rule: in.Rule.String(), Index: i, Field: "text",
-					Msg: fmt.Sprintf("%d active rules would have destination %s; the maximum is %d: combine them, or withdraw one first", perDest[d], d, l.MaxRulesPerDestination)}, nil
+					Msg: fmt.Sprintf("%d active rules would have destination %s; the maximum is %d: combine them, withdraw one first, or raise [guardrails] max_rules_per_destination", perDest[d], d, l.MaxRulesPerDestination)}
 			}
 		}
 	}
-	if ok, retry := g.rate.allow(now, created, l.MaxNewRulesPerMinute); !ok {
-		last := ins[len(ins)-1]
-		return &Violation{Guardrail: MaxNewPerMinute, Rule: last.Rule.String(), Index: len(ins) - 1, Field: "text",
-			Msg: fmt.Sprintf("more than %d new rules in one minute; retry in %s", l.MaxNewRulesPerMinute, retry.Round(time.Second))}, nil
-	}
-	return nil, nil
+	return nil
 }
 
-// CheckRule applies the guardrails that concern one rule on its own, with
-// ttl its TTL (0: none).
-func (g *Guard) CheckRule(r flowspec.Rule, ttl time.Duration) *Violation {
-	return checkRule(g.Limits(), r, ttl, false)
-}
-
-// CheckActive applies the per-rule guardrails to a rule that is already
-// active, with remaining its time left (0: never expires).
+// CheckActive applies the guardrails that concern one rule to a rule that
+// is already active, with remaining its time left (0: never expires).
+// The permission a rule that never expires needed when it was stored is
+// not checked again; require_ttl still refuses it.
 func CheckActive(l *config.Guardrails, r flowspec.Rule, remaining time.Duration) *Violation {
-	return checkRule(l, r, remaining, true)
+	if v := checkMatch(l, r); v != nil {
+		return v
+	}
+	text := r.String()
+	switch maxTTL := l.TTLMax(); {
+	case l.RequireTTL && remaining <= 0:
+		return &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL ([guardrails] require_ttl)"}
+	case maxTTL > 0 && remaining > maxTTL:
+		return &Violation{Guardrail: MaxTTL, Rule: text, Field: "ttl",
+			Msg: fmt.Sprintf("it expires in %s, later than the maximum TTL %s ([guardrails] max_ttl)", remaining.Round(time.Second), maxTTL)}
+	}
+	return nil
 }
 
 // CheckStatic applies to the static rules ([[rule]]) the guardrails that
-// concern a rule's match: the safelist and the prefix lengths. Static
-// rules are permanent by design: require_ttl and max_ttl do not apply,
-// nor the quotas (a declared rule is not a runaway script's). The i-th
-// violation's Index is the rule's position in rules.
+// concern a rule's match: protected addresses, BGP sessions, prefix
+// lengths, the destination, the safelist. Static rules are permanent by
+// design: the TTL rules do not apply, nor the quotas (a declared rule is
+// not a runaway script's). The i-th violation's Index is the rule's
+// position in rules.
 func CheckStatic(l *config.Guardrails, rules []config.StaticRule) []*Violation {
 	var out []*Violation
 	for i, sr := range rules {
@@ -270,42 +364,30 @@ func CheckStatic(l *config.Guardrails, rules []config.StaticRule) []*Violation {
 	return out
 }
 
-// checkRule applies the safelist, the prefix lengths and the TTL rules;
-// active says the rule is already active (ttl is what it has left).
-func checkRule(l *config.Guardrails, r flowspec.Rule, ttl time.Duration, active bool) *Violation {
-	if v := checkMatch(l, r); v != nil {
-		return v
-	}
-	text := r.String()
-	switch {
-	case l.RequireTTL && ttl <= 0 && active:
-		return &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL"}
-	case l.RequireTTL && ttl <= 0:
-		return &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl", Msg: "every rule needs a TTL here; give one (e.g. 30m)"}
-	case l.MaxTTL > 0 && ttl > l.MaxTTL && active:
-		return &Violation{Guardrail: MaxTTL, Rule: text, Field: "ttl",
-			Msg: fmt.Sprintf("it expires in %s, later than the maximum TTL %s", ttl.Round(time.Second), l.MaxTTL)}
-	case l.MaxTTL > 0 && ttl > l.MaxTTL:
-		return &Violation{Guardrail: MaxTTL, Rule: text, Field: "ttl", Msg: fmt.Sprintf("TTL %s is longer than the maximum %s: give a shorter one", ttl, l.MaxTTL)}
-	}
-	return nil
-}
-
-// checkMatch applies the safelist and the prefix lengths.
+// checkMatch applies the guardrails on what a rule matches: protected
+// addresses and BGP sessions first (they cannot be opened), then the
+// prefix lengths, the destination and the safelist. A FlowSpec rule
+// whose action filters nothing (accept, sample, terminal) passes the
+// protected addresses, the BGP sessions and the safelist.
 func checkMatch(l *config.Guardrails, r flowspec.Rule) *Violation {
 	f := r.Match.Family()
+	passive := !f.IsRoute() && filtersNothing(r.Action)
+	if !passive {
+		if v := checkProtected(&l.Protected, r); v != nil {
+			return v
+		}
+	}
 	dst, hasDst := r.Match.Destination()
 	if hasDst {
 		if rg := Lengths(l, f); !rg.Contains(dst.Bits()) {
-			msg := fmt.Sprintf("destination %s: %s allows prefix lengths %s", dst, f, rg)
-			if f.IsRoute() {
-				msg += " (a shorter blackhole needs [guardrails] prefix_lengths." + famKey(f) + ")"
-			}
-			return &Violation{Guardrail: PrefixLength, Rule: r.String(), Field: "text", Msg: msg}
+			return &Violation{Guardrail: PrefixLength, Rule: r.String(), Field: "text",
+				Msg: fmt.Sprintf("destination %s: %s allows prefix lengths %s; narrow the destination, or set [guardrails] prefix_lengths.%s", dst, f, rg, famKey(f))}
 		}
+	} else if !l.AllowNoDestination {
+		return &Violation{Guardrail: DestinationRequired, Rule: r.String(), Field: "text",
+			Msg: "the rule has no destination prefix, so it matches traffic to every address; add a destination (\"match destination 203.0.113.7/32 ...\"), or set [guardrails] allow_no_destination = true"}
 	}
-	// An accept-only FlowSpec rule filters nothing: the safelist allows it.
-	if !f.IsRoute() && r.Action == flowspec.Accept() {
+	if passive {
 		return nil
 	}
 	for _, s := range l.Safelist {
@@ -318,7 +400,7 @@ func checkMatch(l *config.Guardrails, r flowspec.Rule) *Violation {
 				Msg: fmt.Sprintf("the rule has no destination prefix, so it also matches the safelisted %s; add a destination outside it", s)}
 		case dst.Overlaps(s):
 			return &Violation{Guardrail: Safelist, Rule: r.String(), Field: "text",
-				Msg: fmt.Sprintf("destination %s overlaps the safelisted %s", dst, s)}
+				Msg: fmt.Sprintf("destination %s overlaps the safelisted %s; narrow it, or change [guardrails] safelist", dst, s)}
 		}
 	}
 	return nil
@@ -343,11 +425,11 @@ type rateLimiter struct {
 	times []time.Time // creation times within the last minute, oldest first
 }
 
-// allow records n new rules at now if, with them, at most limit rules were
-// created in the minute up to now, and reports whether it did. limit 0
-// allows everything. On refusal it also returns how long until enough of
-// the window has passed.
-func (l *rateLimiter) allow(now time.Time, n, limit int) (bool, time.Duration) {
+// allow reports whether, with n new rules at now, at most limit rules
+// were created in the minute up to now, and records them if it does and
+// record is set. limit 0 allows everything. On refusal it also returns
+// how long until enough of the window has passed.
+func (l *rateLimiter) allow(now time.Time, n, limit int, record bool) (bool, time.Duration) {
 	if limit <= 0 || n == 0 {
 		return true, 0
 	}
@@ -365,8 +447,10 @@ func (l *rateLimiter) allow(now time.Time, n, limit int) (bool, time.Duration) {
 		}
 		return false, l.times[len(l.times)+n-limit-1].Sub(cut)
 	}
-	for range n {
-		l.times = append(l.times, now)
+	if record {
+		for range n {
+			l.times = append(l.times, now)
+		}
 	}
 	return true, 0
 }

@@ -32,12 +32,29 @@ func openStore(t *testing.T) *store.Store {
 	return st
 }
 
+// checkOne runs Check on one rule with an explicit ttl (0: "never",
+// with the permission to) against st.
+func checkOne(t *testing.T, g *Guard, st Counter, r flowspec.Rule, ttl time.Duration) *Violation {
+	t.Helper()
+	in := Input{Rule: r, MayNeverExpire: true}
+	if ttl > 0 {
+		in.ExpiresAt = g.now().Add(ttl)
+	}
+	_, v, err := g.Check(context.Background(), st, []Input{in}, Quota{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 func TestCheckRule(t *testing.T) {
+	st := openStore(t)
 	g := New(config.Guardrails{
-		Safelist:      []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48")},
-		PrefixLengths: map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 16, Max: 32}, flowspec.IPv4Unicast: {Min: 24, Max: 32}},
-		RequireTTL:    true,
-		MaxTTL:        time.Hour,
+		Safelist:           []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("2001:db8:ffff::/48")},
+		PrefixLengths:      map[flowspec.Family]config.Range{flowspec.IPv4: {Min: 16, Max: 32}, flowspec.IPv4Unicast: {Min: 24, Max: 32}},
+		RequireTTL:         true,
+		MaxTTL:             time.Hour,
+		AllowNoDestination: true,
 	})
 	cases := []struct {
 		text  string
@@ -61,7 +78,7 @@ func TestCheckRule(t *testing.T) {
 		{"route 203.0.113.7/32 then blackhole", 2 * time.Hour, MaxTTL},
 	}
 	for _, cs := range cases {
-		v := g.CheckRule(rule(t, cs.text), cs.ttl)
+		v := checkOne(t, g, st, rule(t, cs.text), cs.ttl)
 		got := ""
 		if v != nil {
 			got = v.Guardrail
@@ -73,7 +90,7 @@ func TestCheckRule(t *testing.T) {
 			t.Errorf("%s ttl %s: guardrail %q, want %q (%v)", cs.text, cs.ttl, got, cs.guard, v)
 		}
 	}
-	if v := New(config.Guardrails{}).CheckRule(rule(t, "route 203.0.113.0/24 then blackhole"), 0); v == nil || v.Guardrail != PrefixLength {
+	if v := checkOne(t, New(config.Guardrails{}), st, rule(t, "route 203.0.113.0/24 then blackhole"), time.Minute); v == nil || v.Guardrail != PrefixLength {
 		t.Errorf("zero config allows a /24 blackhole: %v", v)
 	}
 }
@@ -99,9 +116,9 @@ func TestQuotas(t *testing.T) {
 		t.Helper()
 		ins := make([]Input, len(rs))
 		for i, r := range rs {
-			ins[i] = Input{Rule: r}
+			ins[i] = Input{Rule: r, KeepExpiry: true}
 		}
-		v, err := g.Check(ctx, st, ins, q)
+		_, v, err := g.Check(ctx, st, ins, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,11 +166,11 @@ func TestKeepExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := New(config.Guardrails{RequireTTL: true})
-	v, err := g.Check(ctx, st, []Input{{Rule: r, KeepExpiry: true}}, Quota{})
+	_, v, err := g.Check(ctx, st, []Input{{Rule: r, KeepExpiry: true}}, Quota{})
 	if err != nil || v == nil || v.Guardrail != TTLRequired {
 		t.Errorf("keeping no expiry under require_ttl: %v, %v", v, err)
 	}
-	v, err = g.Check(ctx, st, []Input{{Rule: r, ExpiresAt: time.Now().Add(time.Hour)}}, Quota{})
+	_, v, err = g.Check(ctx, st, []Input{{Rule: r, ExpiresAt: time.Now().Add(time.Hour)}}, Quota{})
 	if err != nil || v != nil {
 		t.Errorf("giving a TTL: %v, %v", v, err)
 	}
@@ -166,7 +183,7 @@ func TestRateLimit(t *testing.T) {
 	g := New(config.Guardrails{MaxNewRulesPerMinute: 2}).WithClock(func() time.Time { return now })
 	add := func(text string) *Violation {
 		t.Helper()
-		v, err := g.Check(ctx, st, []Input{{Rule: rule(t, text)}}, Quota{})
+		_, v, err := g.Check(ctx, st, []Input{{Rule: rule(t, text), KeepExpiry: true}}, Quota{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +193,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatal("first two new rules refused")
 	}
 	now = now.Add(10 * time.Second)
-	if v := add("match destination 10.0.0.3/32 then discard"); v == nil || v.Guardrail != MaxNewPerMinute || !strings.Contains(v.Msg, "retry in 50s") {
+	if v := add("match destination 10.0.0.3/32 then discard"); v == nil || v.Guardrail != MaxNewPerMinute || !strings.Contains(v.Msg, "retry in 50s") || !strings.Contains(v.Msg, "max_new_rules_per_minute") {
 		t.Errorf("third in a minute: %v", v)
 	}
 	// The limit changes on reload; the window survives.
@@ -194,21 +211,21 @@ func TestLimiter(t *testing.T) {
 	var l rateLimiter
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
-		if ok, _ := l.allow(t0.Add(time.Duration(i)*time.Second), 1, 3); !ok {
+		if ok, _ := l.allow(t0.Add(time.Duration(i)*time.Second), 1, 3, true); !ok {
 			t.Fatalf("rule %d refused", i)
 		}
 	}
-	ok, wait := l.allow(t0.Add(10*time.Second), 1, 3)
+	ok, wait := l.allow(t0.Add(10*time.Second), 1, 3, true)
 	if ok || wait != 50*time.Second {
 		t.Errorf("fourth in a minute: %v, retry in %s", ok, wait)
 	}
-	if ok, _ := l.allow(t0.Add(61*time.Second), 2, 3); !ok {
+	if ok, _ := l.allow(t0.Add(61*time.Second), 2, 3, true); !ok {
 		t.Error("after the window moved: refused")
 	}
-	if ok, _ := l.allow(t0, 5, 3); ok {
+	if ok, _ := l.allow(t0, 5, 3, true); ok {
 		t.Error("batch above the limit allowed")
 	}
-	if ok, _ := l.allow(t0, 100, 0); !ok {
+	if ok, _ := l.allow(t0, 100, 0, true); !ok {
 		t.Error("no limit refused")
 	}
 }

@@ -863,8 +863,20 @@
     }
     if (seq !== validateSeq) return;
     clearFeedback();
-    $('#add-text-feedback').append(el('div', {class: 'ok small'}, '✓ valid ' + v.family + ' rule: ',
-      el('code', {text: v.text}), v.expires_at ? ', expires ' + fmtTime(v.expires_at) : ', never expires'));
+    if (!v.valid && v.guardrail) {
+      // A guardrail would refuse the rule: say which, at its field.
+      const field = v.guardrail.field === 'ttl' ? 'add-ttl' : 'add-text';
+      $('#' + field).setAttribute('aria-invalid', 'true');
+      $('#' + field + '-feedback').append(el('div', {class: 'error', text: 'guardrail ' + v.guardrail.name + ': ' + v.guardrail.message}));
+      return;
+    }
+    let expires = ', never expires';
+    if (v.expires_at) {
+      expires = (v.keeps_expiry ? ', keeps its expiry ' : ', expires ') + fmtTime(v.expires_at) + (v.default_ttl ? ' (the default TTL)' : '');
+    }
+    const fb = $('#add-text-feedback');
+    fb.append(el('div', {class: 'ok small'}, '✓ valid ' + v.family + ' rule: ', el('code', {text: v.text}), expires));
+    for (const w of v.warnings || []) fb.append(el('div', {class: 'shadow small', text: '⚠ ' + w}));
   }
 
   for (const id of ['add-text', 'add-ttl', 'add-sites']) $('#' + id).addEventListener('input', validateSoon);
