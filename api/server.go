@@ -163,6 +163,7 @@ type Server struct {
 	mux     *http.ServeMux
 	inner   http.Handler // routes with body limits and JSON 404/405, no auth
 	handler http.Handler // what the control socket serves
+	tcp     tcpState     // the TCP listener's tokens, names and origins
 }
 
 // New returns a Server over rules and rib. A nil log discards logs.

@@ -105,6 +105,9 @@ func (ts *tcpServer) do(t *testing.T, token, method, path, body string) (int, []
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := ts.hc.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
