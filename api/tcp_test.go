@@ -39,6 +39,8 @@ var testTokens = []api.Token{
 
 type tcpServer struct {
 	url   string
+	addr  string // host:port
+	srv   *api.Server
 	rules *fakeRules
 	hc    *http.Client
 }
@@ -76,7 +78,7 @@ func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 		pool.AppendCertsFromPEM(pem)
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	}
-	ts := &tcpServer{url: scheme + "://" + c.Addr, rules: rules, hc: &http.Client{Timeout: 5 * time.Second, Transport: tr}}
+	ts := &tcpServer{url: scheme + "://" + c.Addr, addr: c.Addr, srv: srv, rules: rules, hc: &http.Client{Timeout: 5 * time.Second, Transport: tr}}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		conn, err := net.Dial("tcp", c.Addr)
