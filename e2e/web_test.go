@@ -318,14 +318,15 @@ func TestTokensReloadOnSIGHUP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	applied := d.logCount(`reload: API tokens applied`)
+	reloaded := d.logCount(`configuration reloaded`)
 	if err := os.WriteFile(rotFile, []byte(rotNew+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d.writeAPIOnly(listen + token("keep", "read", keepSecret) + rotated + token("added", "write", addedSecret))
 	reload()
-	waitFor(t, 30*time.Second, "the reload's tokens applied (log)", func() bool {
-		return d.logCount(`reload: API tokens applied`) > applied
+	// The reload logs this once it is done; the tokens are applied first.
+	waitFor(t, 30*time.Second, "the reload done (log)", func() bool {
+		return d.logCount(`configuration reloaded`) > reloaded
 	})
 	if n := d.logCount(`reload: API tokens applied: added=\["added"\] removed=\["gone"\] changed=\["rotated"\]`); n != 1 {
 		t.Errorf("the reload's log names the tokens added, removed and changed %d times, want 1:\n%s", n, d.logTail(20))
