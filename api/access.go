@@ -66,6 +66,16 @@ func (st *tcpState) load() *tcpAccess {
 	return denyAll
 }
 
+// install sets the listener's first access, unless a reload already gave
+// it a newer one (a SIGHUP can come before the listener starts).
+func (st *tcpState) install(first *tcpAccess) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.cur.Load() == nil {
+		st.cur.Store(first)
+	}
+}
+
 // swap installs next and then ends the credentials it dropped: a request
 // that looked one up just before is still ended, since its context is
 // tied to the credential, not to the lookup.

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"reflect"
 	"testing"
@@ -98,5 +99,29 @@ func TestSetTCPAccessTokensAndNames(t *testing.T) {
 	rk["Authorization"] = "Bearer " + readSecret
 	if status, body, _ = ts.send(t, "GET", "/v1/rules", "", rk); status != http.StatusOK {
 		t.Fatalf("a name added to hosts: %d %s", status, body)
+	}
+}
+
+// A reload that comes before the listener starts is not undone by the
+// start: the listener serves the reloaded tokens.
+func TestSetTCPAccessBeforeServe(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	const ops = "ops-secret-0123456789"
+	rules := newFakeRules()
+	srv := api.New(nil, rules, newFakeRIB())
+	if _, err := srv.SetTCPAccess(api.TCPConfig{Addr: addr, Tokens: []api.Token{{Name: "ops", Role: api.RoleRead, Secret: ops}}}); err != nil {
+		t.Fatal(err)
+	}
+	ts := serveTCP(t, srv, rules, api.TCPConfig{Addr: addr, Tokens: testTokens})
+	if status, body, _ := ts.do(t, readSecret, "GET", "/v1/rules", ""); status != http.StatusUnauthorized {
+		t.Errorf("a token the reload removed: %d %s", status, body)
+	}
+	if status, body, _ := ts.do(t, ops, "GET", "/v1/rules", ""); status != http.StatusOK {
+		t.Errorf("the reload's token: %d %s", status, body)
 	}
 }

@@ -113,8 +113,8 @@ func IsLoopback(host string) bool {
 // non-loopback address without tokens (ErrNoTokens). Every request must
 // name the listener in its Host header, and a write must be JSON from no
 // web page but the listener's own (checkHost, checkWrite). The tokens,
-// names and origins can be changed while it serves (SetTCPAccess); the
-// address and the key pair cannot.
+// names and origins can be changed while it serves (SetTCPAccess; one
+// made before it starts is kept); the address and the key pair cannot.
 func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 	a, err := c.access()
 	if err != nil {
@@ -133,10 +133,10 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 		ln = tls.NewListener(ln, tc)
 		what = "HTTPS API"
 	}
-	if a.tokens == nil {
+	s.tcp.install(a)
+	if s.tcp.load().tokens == nil {
 		s.log.Warn("TCP API without tokens: every local user can change rules", "address", c.Addr)
 	}
-	s.tcp.swap(a)
 	return s.serve(ctx, ln, s.tcpChain(), what, ln.Addr().String())
 }
 

@@ -57,6 +57,12 @@ func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 	rules := newFakeRules()
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
 	srv := api.New(log, rules, newFakeRIB(), api.WithMaxBodyBytes(4096))
+	return serveTCP(t, srv, rules, c)
+}
+
+// serveTCP serves srv (over rules) on c.Addr until the test ends.
+func serveTCP(t *testing.T, srv *api.Server, rules *fakeRules, c api.TCPConfig) *tcpServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTCP(ctx, c) }()
