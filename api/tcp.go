@@ -65,16 +65,16 @@ func (c TCPConfig) access() (*tcpAccess, error) {
 		a.anonymous = newLive()
 	}
 	for _, h := range c.Hosts {
-		n := canonicalHost(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
+		n := canonicalHost(h)
 		if n == "" || strings.ContainsAny(n, ":/ ") && !isAddr(n) {
-			return nil, fmt.Errorf("host %q is not a name or an address (write it without scheme or port)", h)
+			return nil, fmt.Errorf("[api] hosts: %q is not a name or an address (write it without scheme or port)", h)
 		}
 		a.hosts[n] = true
 	}
 	for _, o := range c.Origins {
 		n, ok := canonicalOrigin(o)
 		if !ok {
-			return nil, fmt.Errorf("origin %q is not scheme://host[:port], e.g. \"https://noc.example.net\"", o)
+			return nil, fmt.Errorf("[api] origins: %q is not scheme://host[:port], e.g. \"https://noc.example.net\"", o)
 		}
 		a.origins[n] = true
 	}
