@@ -150,7 +150,7 @@ func (r *reloader) applyTCP(next *config.Config) {
 	}
 	c := tcpConfig(next)
 	if c == nil {
-		r.log.Warn("reload: [api] listen was removed; the TCP listener and its tokens stay as they are until a restart")
+		r.log.Error("reload: [api] listen was removed, which takes a restart: until then the TCP listener keeps serving with the tokens it had; restart to close it")
 		return
 	}
 	c.Addr, c.CertFile, c.KeyFile = started.Addr, started.CertFile, started.KeyFile
