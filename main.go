@@ -227,15 +227,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
-	var tcp *api.TCPConfig
-	if cfg.API.Listen != "" {
-		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
-		for _, t := range cfg.API.Tokens {
-			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
-				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules,
-				MaxNewRulesPerMinute: t.MaxNewRulesPerMinute, NeverExpires: t.NeverExpires, OthersRules: t.OthersRules})
-		}
-		// Fail before anything is announced, not after.
+	tcp := tcpConfig(cfg)
+	// Fail before anything is announced, not after.
+	if tcp != nil {
 		if err := api.CheckTCP(*tcp); err != nil {
 			return fmt.Errorf("[api] listen: %w", err)
 		}
@@ -295,7 +289,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			return nil
 		})
 	}
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate}
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, started: cfg}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/admit"
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
 )
@@ -54,7 +55,11 @@ func restartOnly(a, b *config.Config) []string {
 		{"log", a.Log, b.Log},
 		{"bgp", a.BGP, b.BGP},
 		{"store", a.Store, b.Store},
-		{"api", a.API, b.API},
+		// Tokens, hosts and origins are applied (reloader.applyTCP).
+		{"api.socket", a.API.Socket, b.API.Socket},
+		{"api.listen", a.API.Listen, b.API.Listen},
+		{"api.tls_cert", a.API.TLSCert, b.API.TLSCert},
+		{"api.tls_key", a.API.TLSKey, b.API.TLSKey},
 		{"reconcile", a.Reconcile, b.Reconcile},
 	} {
 		if !reflect.DeepEqual(d.x, d.y) {
@@ -64,14 +69,36 @@ func restartOnly(a, b *config.Config) []string {
 	return out
 }
 
-// reloader applies a new configuration file on SIGHUP: neighbors, peer
-// groups and dynamic neighbors (only changed sessions are touched), RTBH
-// next hops and guardrails. The rest needs a restart and is only reported.
+// tcpConfig maps the configuration to the API's TCP listener; nil when
+// there is none.
+func tcpConfig(cfg *config.Config) *api.TCPConfig {
+	if cfg.API.Listen == "" {
+		return nil
+	}
+	c := &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey,
+		Hosts: cfg.API.Hosts, Origins: cfg.API.Origins}
+	for _, t := range cfg.API.Tokens {
+		c.Tokens = append(c.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
+			Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules,
+			MaxNewRulesPerMinute: t.MaxNewRulesPerMinute, NeverExpires: t.NeverExpires, OthersRules: t.OthersRules})
+	}
+	return c
+}
+
+// reloader applies a new configuration file on SIGHUP: API tokens, hosts
+// and origins (a removed or changed token stops working at once),
+// neighbors, peer groups and dynamic neighbors (only changed sessions are
+// touched), RTBH next hops and guardrails. The rest needs a restart and is
+// only reported.
 type reloader struct {
 	log  hclog.Logger
 	cur  *config.Config
 	sp   *bgp.Speaker
 	gate *admit.Gate
+	api  *api.Server
+	// started is the configuration the process started with: the TCP
+	// listener's address and key pair come from it.
+	started *config.Config
 }
 
 // reload reads the file again and applies it. A file with errors changes
@@ -85,6 +112,7 @@ func (r *reloader) reload(ctx context.Context) error {
 	if keys := restartOnly(r.cur, next); len(keys) > 0 {
 		r.log.Error("reload: these settings changed but only take effect after a restart", "config", r.cur.File, "sections", keys)
 	}
+	r.applyTCP(next)
 	ch, err := r.sp.Reconfigure(ctx, bgpConfig(next))
 	if err != nil {
 		r.log.Error("reload: neighbors only partly applied", "error", err)
@@ -108,6 +136,29 @@ func (r *reloader) reload(ctx context.Context) error {
 		return err
 	}
 	return gerr
+}
+
+// applyTCP gives the TCP listener next's tokens, hosts and origins. The
+// listener keeps the address and key pair of the configuration it started
+// with (started), which only a restart changes.
+func (r *reloader) applyTCP(next *config.Config) {
+	started := tcpConfig(r.started)
+	if started == nil {
+		return // no listener; restartOnly reported a new one
+	}
+	c := tcpConfig(next)
+	if c == nil {
+		r.log.Error("reload: [api] listen was removed, which takes a restart: until then the TCP listener keeps serving with the tokens it had; restart to close it")
+		return
+	}
+	c.Addr, c.CertFile, c.KeyFile = started.Addr, started.CertFile, started.KeyFile
+	ch, err := r.api.SetTCPAccess(*c)
+	if err != nil {
+		r.log.Error("reload: API tokens, hosts and origins not applied; the previous ones stay in force", "error", err)
+		return
+	}
+	r.log.Info("reload: API tokens applied", "added", ch.Added, "removed", ch.Removed, "changed", ch.Changed,
+		"hosts", len(c.Hosts), "origins", len(c.Origins))
 }
 
 // enforceGuardrails withdraws through the gate, in one transaction, the

@@ -61,12 +61,13 @@ type Token struct {
 // compared in constant time against every token, so neither the timing nor
 // the order of the list tells a guesser anything.
 type tokenSet struct {
-	tokens []hashedToken
+	tokens []*hashedToken
 }
 
 type hashedToken struct {
 	id     *identity
 	digest [sha256.Size]byte
+	live   *live // ended when a reload removes or changes the token
 }
 
 func newTokenSet(tokens []Token) (*tokenSet, error) {
@@ -103,22 +104,21 @@ func newTokenSet(tokens []Token) (*tokenSet, error) {
 			}
 		}
 		seen[t.Name] = true
-		ts.tokens = append(ts.tokens, hashedToken{id: id, digest: sha256.Sum256([]byte(t.Secret))})
+		ts.tokens = append(ts.tokens, &hashedToken{id: id, digest: sha256.Sum256([]byte(t.Secret)), live: newLive()})
 	}
 	return ts, nil
 }
 
 // lookup returns the token whose secret is secret.
-func (ts *tokenSet) lookup(secret string) (hashedToken, bool) {
+func (ts *tokenSet) lookup(secret string) (*hashedToken, bool) {
 	d := sha256.Sum256([]byte(secret))
-	var found hashedToken
-	ok := false
+	var found *hashedToken
 	for _, t := range ts.tokens {
 		if subtle.ConstantTimeCompare(d[:], t.digest[:]) == 1 {
-			found, ok = t, true
+			found = t
 		}
 	}
-	return found, ok
+	return found, found != nil
 }
 
 // requiredRole is the role a request needs: reads need read, anything that
@@ -132,13 +132,16 @@ func requiredRole(r *http.Request) Role {
 }
 
 // authenticate requires a bearer token with a role allowing the request
-// and records the token's name as the request's actor. A nil set (no tokens
-// configured, allowed on loopback only) lets every request through as actor
-// "tcp".
-func (s *Server) authenticate(ts *tokenSet, next http.Handler) http.Handler {
+// and records the token's name as the request's actor. A listener without
+// tokens (allowed on loopback only) lets every request through as actor
+// "tcp". The request runs under the token's lifetime as well as its own:
+// a reload that removes or changes the token ends it (an event stream
+// closes), so a revoked token keeps nothing open.
+func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ts == nil {
-			next.ServeHTTP(w, withActor(r, tcpActor))
+		a := s.tcp.load()
+		if a.tokens == nil {
+			serveWhile(a.anonymous, next, w, withActor(r, tcpActor))
 			return
 		}
 		scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -148,10 +151,11 @@ func (s *Server) authenticate(ts *tokenSet, next http.Handler) http.Handler {
 				"missing bearer token: send the header \"Authorization: Bearer TOKEN\""))
 			return
 		}
-		t, ok := ts.lookup(strings.TrimSpace(secret))
-		if !ok {
+		t, ok := a.tokens.lookup(strings.TrimSpace(secret))
+		if !ok || t.live.ctx.Err() != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ribkeeper", error="invalid_token"`)
-			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "", "unknown bearer token"))
+			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "",
+				"unknown bearer token: use a token of an [[api.token]] of the daemon's configuration (a removed or rotated one stops working at the reload)"))
 			return
 		}
 		if need := requiredRole(r); !t.id.role.allows(need) {
@@ -160,8 +164,21 @@ func (s *Server) authenticate(ts *tokenSet, next http.Handler) http.Handler {
 				"token %q has role %s; %s %s needs role %s", t.id.name, t.id.role, r.Method, r.URL.Path, need))
 			return
 		}
-		next.ServeHTTP(w, withIdentity(withActor(r, t.id.name), t.id))
+		serveWhile(t.live, next, w, withIdentity(withActor(r, t.id.name), t.id))
 	})
+}
+
+// serveWhile serves r with a context that also ends when l does.
+func serveWhile(l *live, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	if l == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(l.ctx, cancel)
+	defer stop()
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // tcpActor is the actor of changes made over a TCP listener that has no

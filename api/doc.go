@@ -10,7 +10,17 @@
 // and /metrics, role write everything; the token's name is the actor
 // recorded in the audit trail (401 unauthorized without a known token, 403
 // forbidden for a read token that tries to write). A TCP listener without
-// tokens is allowed on loopback only (actor "tcp").
+// tokens is allowed on loopback only (actor "tcp"). The tokens, and the
+// names and origins below, can be replaced while serving (SetTCPAccess, on
+// SIGHUP): a removed or changed token is refused at once and the requests
+// it has open (event streams) end.
+//
+// No web page can write over TCP (web.go): a request whose Host header
+// does not name the listener is 421 unknown_host (DNS rebinding); a write
+// whose body is not declared application/json is 415
+// unsupported_media_type; a write from a page of another origin (Origin,
+// Sec-Fetch-Site) is 403 foreign_origin. TCPConfig.Hosts and Origins add
+// names and origins.
 //
 // Every write goes through the admission gate (package admit, the Gate
 // interface) with the request's actor (writer): the API reads the store

@@ -7,14 +7,16 @@ var (
 	MaxBatchInfoLogs = maxBatchInfoLogs
 )
 
-// TCPHandler is the TCP listener's handler with tokens, for tests that
-// drive it without a socket.
+// TCPHandler is the handler of a TCP listener on 127.0.0.1:80 with tokens
+// that also answers to the name "rk" (as if in [api] hosts), for tests
+// that drive it without a socket ("http://rk/v1/...").
 func (s *Server) TCPHandler(tokens []Token) (http.Handler, error) {
-	ts, err := newTokenSet(tokens)
+	a, err := TCPConfig{Addr: "127.0.0.1:80", Tokens: tokens, Hosts: []string{"rk"}}.access()
 	if err != nil {
 		return nil, err
 	}
-	return s.tcpHandler(ts), nil
+	s.tcp.swap(a)
+	return s.tcpChain(), nil
 }
 
 // CheckTokens checks tokens as the TCP listener does when it is set up.

@@ -70,6 +70,7 @@ func (ss *scopedServer) do(t *testing.T, secret, method, path, body string) (int
 	t.Helper()
 	req := httptest.NewRequest(method, "http://rk"+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	ss.h.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()

@@ -160,6 +160,7 @@ type Server struct {
 	mux     *http.ServeMux
 	inner   http.Handler // routes with body limits and JSON 404/405, no auth
 	handler http.Handler // what the control socket serves
+	tcp     tcpState     // the TCP listener's tokens, names and origins
 }
 
 // New returns a Server that reads rules and rib and writes through gate.

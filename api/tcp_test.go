@@ -39,6 +39,8 @@ var testTokens = []api.Token{
 
 type tcpServer struct {
 	url   string
+	addr  string // host:port
+	srv   *api.Server
 	rules *fakeRules
 	hc    *http.Client
 }
@@ -55,6 +57,12 @@ func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 	rules := newFakeRules()
 	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
 	srv := newAPI(log, rules, newFakeRIB(), api.WithMaxBodyBytes(4096))
+	return serveTCP(t, srv, rules, c)
+}
+
+// serveTCP serves srv (over rules) on c.Addr until the test ends.
+func serveTCP(t *testing.T, srv *api.Server, rules *fakeRules, c api.TCPConfig) *tcpServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ServeTCP(ctx, c) }()
@@ -76,7 +84,7 @@ func startTCP(t *testing.T, c api.TCPConfig) *tcpServer {
 		pool.AppendCertsFromPEM(pem)
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	}
-	ts := &tcpServer{url: scheme + "://" + c.Addr, rules: rules, hc: &http.Client{Timeout: 5 * time.Second, Transport: tr}}
+	ts := &tcpServer{url: scheme + "://" + c.Addr, addr: c.Addr, srv: srv, rules: rules, hc: &http.Client{Timeout: 5 * time.Second, Transport: tr}}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		conn, err := net.Dial("tcp", c.Addr)
@@ -104,6 +112,9 @@ func (ts *tcpServer) do(t *testing.T, token, method, path, body string) (int, []
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := ts.hc.Do(req)
 	if err != nil {

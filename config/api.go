@@ -1,9 +1,13 @@
 package config
 
 import (
+	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +82,12 @@ func (v *validator) apiListener(f *file, c *Config) {
 				continue
 			}
 		default:
+			if problems := secretFileProblems(t.TokenFile); len(problems) > 0 {
+				for _, p := range problems {
+					v.add(key("token_file"), "%s", p)
+				}
+				continue
+			}
 			b, err := os.ReadFile(t.TokenFile)
 			if err != nil {
 				v.add(key("token_file"), "cannot read the token: %v", err)
@@ -94,6 +104,7 @@ func (v *validator) apiListener(f *file, c *Config) {
 	if len(a.Tokens) > 0 && a.Listen == "" {
 		v.add("api.token", "tokens apply to the TCP listener: set listen too (the control socket needs none)")
 	}
+	v.apiNames(a.Listen, a.Hosts, a.Origins, &c.API)
 	if a.Listen == "" {
 		return
 	}
@@ -174,4 +185,93 @@ func loopbackHost(host string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// secretFileProblems refuses a token file that others could read, or
+// replace, as ssh does with keys: the file must not be readable or
+// writable by group or others, and its directory not writable by them
+// unless sticky (as /tmp is). Each problem says the command that fixes it.
+func secretFileProblems(path string) []string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // reading it says why
+	}
+	var out []string
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		out = append(out, fmt.Sprintf("token file %s has mode %04o: group or others can read it (or change it); run `chmod 600 %s`",
+			path, m, shellWord(path)))
+	}
+	dir := filepath.Dir(path)
+	if di, err := os.Stat(dir); err == nil {
+		if m := di.Mode(); m.Perm()&0o022 != 0 && m&fs.ModeSticky == 0 {
+			out = append(out, fmt.Sprintf("the directory %s of token file %s has mode %04o: group or others can replace the token in it; run `chmod go-w %s`",
+				dir, path, m.Perm(), shellWord(dir)))
+		}
+	}
+	return out
+}
+
+// shellWord quotes a path for a shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,=@:") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// apiNames validates [api] hosts and origins: further names the TCP
+// listener answers to (Host header), and further web origins whose pages
+// may write.
+func (v *validator) apiNames(listen string, hosts, origins []string, c *API) {
+	if listen == "" {
+		if hosts != nil {
+			v.add("api.hosts", "set only with listen: names apply to the TCP listener")
+		}
+		if origins != nil {
+			v.add("api.origins", "set only with listen: origins apply to the TCP listener")
+		}
+		return
+	}
+	for i, h := range hosts {
+		n := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+		if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(n, "["), "]")); err == nil && a.Zone() == "" {
+			c.Hosts = append(c.Hosts, a.Unmap().String())
+			continue
+		}
+		switch {
+		case strings.Contains(n, "://"):
+			v.add("api.hosts", "entry %d, %q, is a URL: write the name alone, e.g. \"rk.example.net\" (web origins go in origins)", i+1, h)
+		case strings.Contains(n, ":"):
+			v.add("api.hosts", "entry %d, %q, has a port: write the name alone, it matches every port", i+1, h)
+		case strings.Contains(n, "*"):
+			v.add("api.hosts", "entry %d, %q: wildcards are not supported, list each name", i+1, h)
+		case !hostName(n):
+			v.add("api.hosts", "entry %d, %q, is not a host name such as \"rk.example.net\" or an address", i+1, h)
+		default:
+			c.Hosts = append(c.Hosts, n)
+		}
+	}
+	for i, o := range origins {
+		u, err := url.Parse(strings.TrimSpace(o))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+			v.add("api.origins", "entry %d, %q, is not a web origin: write scheme://host[:port] as the browser shows it, e.g. \"https://noc.example.net\"", i+1, o)
+			continue
+		}
+		c.Origins = append(c.Origins, strings.ToLower(u.Scheme+"://"+u.Host))
+	}
+}
+
+// hostName reports whether s is a DNS name: dot-separated labels of
+// letters, digits, '-' and '_'.
+func hostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -143,5 +144,149 @@ prefixes = ["192.0.2.0/24"]
 	}
 	if got := cfg.API.Tokens[1]; len(got.Prefixes) != 1 || !got.Scoped() || got.Actions != nil {
 		t.Errorf("read token = %+v", got)
+	}
+}
+
+// A token file others could read, or replace, is refused as ssh refuses a
+// key: the message names the file, its mode, and the chmod that fixes it.
+// A sticky directory (/tmp) is fine; so are 0600 and 0400 in a 0700 or
+// 0755 directory.
+func TestTokenFileModes(t *testing.T) {
+	for _, c := range []struct {
+		name              string
+		file, dir         os.FileMode
+		sticky            bool
+		wantFile, wantDir bool
+	}{
+		{"0600 in 0700", 0o600, 0o700, false, false, false},
+		{"0400 in 0755", 0o400, 0o755, false, false, false},
+		{"0600 in sticky 1777", 0o600, 0o777, true, false, false},
+		{"0644", 0o644, 0o700, false, true, false},
+		{"0640", 0o640, 0o700, false, true, false},
+		{"0604", 0o604, 0o755, false, true, false},
+		{"0620 (group may write)", 0o620, 0o700, false, true, false},
+		{"0600 in 0777", 0o600, 0o777, false, false, true},
+		{"0600 in 0775", 0o600, 0o775, false, false, true},
+		{"0666 in 0777", 0o666, 0o777, false, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "my tokens")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(dir, "cust.token")
+			if err := os.WriteFile(file, []byte("file-secret-0123456789\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// Set after writing: the umask does not apply to chmod.
+			if err := os.Chmod(file, c.file); err != nil {
+				t.Fatal(err)
+			}
+			dirMode := c.dir
+			if c.sticky {
+				dirMode |= os.ModeSticky
+			}
+			if err := os.Chmod(dir, dirMode); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(dir, 0o700) })
+			cfg, err := Parse("t.toml", []byte(minimal+`
+[api]
+listen = "127.0.0.1:8080"
+[[api.token]]
+name = "cust"
+role = "read"
+token_file = "`+file+`"
+`))
+			if !c.wantFile && !c.wantDir {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if cfg.API.Tokens[0].Secret != "file-secret-0123456789" {
+					t.Errorf("secret = %q", cfg.API.Tokens[0].Secret)
+				}
+				return
+			}
+			var es Errors
+			if !errors.As(err, &es) {
+				t.Fatalf("err = %v, want Errors", err)
+			}
+			var fileMsg, dirMsg string
+			for _, e := range es {
+				if e.Key != "api.token.0.token_file" || e.Line == 0 {
+					t.Errorf("error %v: want key api.token.0.token_file with a line", e)
+				}
+				switch {
+				case strings.Contains(e.Msg, "chmod 600"):
+					fileMsg = e.Msg
+				case strings.Contains(e.Msg, "chmod go-w"):
+					dirMsg = e.Msg
+				default:
+					t.Errorf("unexpected error: %v", e)
+				}
+			}
+			if c.wantFile {
+				want := fmt.Sprintf("token file %s has mode %04o: group or others can read it (or change it); run `chmod 600 '%s'`", file, c.file, file)
+				if fileMsg != want {
+					t.Errorf("file message\n %q\nwant\n %q", fileMsg, want)
+				}
+			} else if fileMsg != "" {
+				t.Errorf("file refused: %s", fileMsg)
+			}
+			if c.wantDir {
+				want := fmt.Sprintf("the directory %s of token file %s has mode %04o: group or others can replace the token in it; run `chmod go-w '%s'`", dir, file, c.dir, dir)
+				if dirMsg != want {
+					t.Errorf("directory message\n %q\nwant\n %q", dirMsg, want)
+				}
+			} else if dirMsg != "" {
+				t.Errorf("directory refused: %s", dirMsg)
+			}
+		})
+	}
+}
+
+// [api] hosts and origins: names and addresses, lower-cased; what is not
+// a name or an origin is an error naming the entry.
+func TestAPIHostsAndOrigins(t *testing.T) {
+	cfg, err := Parse("ok.toml", []byte(minimal+`
+[api]
+listen = "127.0.0.1:8080"
+hosts = ["RK.example.net.", "rk", "[::1]", "10.0.0.5"]
+origins = ["https://NOC.example.net", "http://10.0.0.5:8080/"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"rk.example.net", "rk", "::1", "10.0.0.5"}; !reflect.DeepEqual(cfg.API.Hosts, want) {
+		t.Errorf("hosts = %q, want %q", cfg.API.Hosts, want)
+	}
+	if want := []string{"https://noc.example.net", "http://10.0.0.5:8080"}; !reflect.DeepEqual(cfg.API.Origins, want) {
+		t.Errorf("origins = %q, want %q", cfg.API.Origins, want)
+	}
+	for _, c := range []struct{ body, key, msg string }{
+		{"listen = \"127.0.0.1:1\"\nhosts = [\"rk.example.net:8443\"]", "api.hosts", "has a port"},
+		{"listen = \"127.0.0.1:1\"\nhosts = [\"https://rk.example.net\"]", "api.hosts", "is a URL"},
+		{"listen = \"127.0.0.1:1\"\nhosts = [\"*.example.net\"]", "api.hosts", "wildcards"},
+		{"listen = \"127.0.0.1:1\"\nhosts = [\"\"]", "api.hosts", "not a host name"},
+		{"listen = \"127.0.0.1:1\"\nhosts = [\"rk example\"]", "api.hosts", "not a host name"},
+		{"listen = \"127.0.0.1:1\"\norigins = [\"null\"]", "api.origins", "not a web origin"},
+		{"listen = \"127.0.0.1:1\"\norigins = [\"noc.example.net\"]", "api.origins", "not a web origin"},
+		{"listen = \"127.0.0.1:1\"\norigins = [\"https://noc.example.net/ui/\"]", "api.origins", "not a web origin"},
+		{"listen = \"127.0.0.1:1\"\norigins = [\"ftp://noc.example.net\"]", "api.origins", "not a web origin"},
+		{"hosts = [\"rk.example.net\"]", "api.hosts", "set only with listen"},
+		{"origins = [\"https://noc.example.net\"]", "api.origins", "set only with listen"},
+	} {
+		_, err := Parse("bad.toml", []byte(minimal+"[api]\n"+c.body+"\n"))
+		var es Errors
+		if !errors.As(err, &es) {
+			t.Fatalf("%s: err = %v, want Errors", c.body, err)
+		}
+		found := false
+		for _, e := range es {
+			found = found || e.Key == c.key && strings.Contains(e.Msg, c.msg) && e.Line > 0
+		}
+		if !found {
+			t.Errorf("%s: errors %v lack key %s with %q", c.body, err, c.key, c.msg)
+		}
 	}
 }

@@ -138,6 +138,15 @@ type API struct {
 	TLSCert, TLSKey string
 	// Tokens are the bearer tokens of the TCP listener.
 	Tokens []Token
+	// Hosts are further names (or addresses) clients reach the TCP
+	// listener by, as they send them in the Host header (any port); the
+	// listener's own address needs none. Other names are refused, which
+	// stops DNS rebinding. Lower case, without a trailing dot.
+	Hosts []string
+	// Origins are further web origins ("https://noc.example.net") whose
+	// pages may write over the TCP listener, e.g. the console behind a
+	// reverse proxy; the listener's own origin needs none. Lower case.
+	Origins []string
 }
 
 // Token is one bearer token of the TCP API. Name is the actor recorded in

@@ -103,10 +103,12 @@ type file struct {
 		HistoryRetention string `toml:"history_retention"`
 	} `toml:"store"`
 	API struct {
-		Socket  string `toml:"socket"`
-		Listen  string `toml:"listen"`
-		TLSCert string `toml:"tls_cert"`
-		TLSKey  string `toml:"tls_key"`
+		Socket  string   `toml:"socket"`
+		Listen  string   `toml:"listen"`
+		TLSCert string   `toml:"tls_cert"`
+		TLSKey  string   `toml:"tls_key"`
+		Hosts   []string `toml:"hosts"`
+		Origins []string `toml:"origins"`
 		Tokens  []struct {
 			Name      string `toml:"name"`
 			Role      string `toml:"role"`

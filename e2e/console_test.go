@@ -82,7 +82,7 @@ type browser struct {
 	problems []string
 }
 
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -98,6 +98,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1360, 900),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	b := &browser{t: t, ctx: ctx, shots: shotDir(t)}
