@@ -105,3 +105,29 @@ func storeWrite(fn *types.Func) bool {
 			strings.HasSuffix(sig.Results().At(0).Type().String(), "ribkeeper/store.Rule") &&
 			sig.Params().At(1).Type().String() == "int64"
 }
+
+// The guardrails are the gate's: no product package but admit imports
+// guard, so none can check (or forget to check) them on its own.
+func TestOnlyTheGateAppliesGuardrails(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}: {{join .Imports \" \"}}", "github.com/ribkeeper/ribkeeper/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const guard = "github.com/ribkeeper/ribkeeper/guard"
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imports, _ := strings.Cut(line, ": ")
+		seen++
+		if pkg == "github.com/ribkeeper/ribkeeper/admit" || pkg == guard {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if imp == guard {
+				t.Errorf("%s imports guard: apply the guardrails through admit.Gate", pkg)
+			}
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("only %d packages listed", seen)
+	}
+}
