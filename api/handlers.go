@@ -475,8 +475,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	if e := scopeOf(r.Context()).checkSees(sr); e != nil {
-		return 0, nil, e
+	// Another scope's rule does not exist for this token: the same 404.
+	if !scopeOf(r.Context()).sees(sr.Rule.Match) {
+		return 0, nil, store.ErrNotFound
 	}
 	out := ruleFromStore(sr)
 	s.withDelivery(&out, sr)
@@ -521,8 +522,8 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 		if err != nil {
 			return 0, nil, err
 		}
-		if e := sc.checkSees(sr); e != nil {
-			return 0, nil, e
+		if !sc.sees(sr.Rule.Match) {
+			return 0, nil, store.ErrNotFound // as for an unknown id
 		}
 	}
 	evs, err := s.rules.History(r.Context(), id)
