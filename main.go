@@ -193,7 +193,11 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	mx := metrics.New(log.Named("metrics"))
 	// The event stream (GET /v1/events) hears every pass: rules it
 	// finished, and the peer changes that woke it.
-	events := api.NewEvents(log.Named("events"), st, sp, time.Now)
+	limits := apiLimits(cfg)
+	log.Info("TCP API bounds", "open_file_limit", limits.NoFile, "max_connections", limits.MaxConnections,
+		"max_event_streams", limits.Streams.Total, "max_event_streams_per_token", limits.Streams.PerToken)
+	events := api.NewEvents(log.Named("events"), st, sp, time.Now,
+		api.WithEventBytes(cfg.API.EventRingBytes, cfg.API.MaxEventBytes), api.WithStreamLimits(limits.Streams))
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
@@ -223,7 +227,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
 	var tcp *api.TCPConfig
 	if cfg.API.Listen != "" {
-		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey}
+		tcp = &api.TCPConfig{Addr: cfg.API.Listen, CertFile: cfg.API.TLSCert, KeyFile: cfg.API.TLSKey, MaxConnections: limits.MaxConnections}
 		for _, t := range cfg.API.Tokens {
 			tcp.Tokens = append(tcp.Tokens, api.Token{Name: t.Name, Role: api.Role(t.Role), Secret: t.Secret,
 				Prefixes: t.Prefixes, Actions: t.Actions, MaxActiveRules: t.MaxActiveRules})
@@ -314,6 +318,21 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	wg.Wait()
 	log.Info("stopped")
 	return firstErr
+}
+
+// apiLimits are the TCP API's bounds: those of cfg, the others derived
+// from the open-file limit (whose soft value Go raised to the hard one
+// at start).
+func apiLimits(cfg *config.Config) api.Limits {
+	l := api.DeriveLimits(api.OpenFileLimit())
+	if cfg.API.MaxConnections > 0 {
+		l.MaxConnections = cfg.API.MaxConnections
+	}
+	if cfg.API.MaxEventStreams > 0 {
+		l.Streams.Total = cfg.API.MaxEventStreams
+	}
+	l.Streams.PerToken = cfg.API.MaxEventStreamsPerToken
+	return l
 }
 
 // consoleURL is where the TCP listener serves the console.

@@ -39,6 +39,9 @@ type Rules interface {
 	// Counts counts the stored rules by family, state and this site's
 	// announce status without reading them all.
 	Counts(ctx context.Context) ([]store.Count, error)
+	// DestinationCounts counts them by destination prefix too: what a
+	// scoped token's status sums.
+	DestinationCounts(ctx context.Context) ([]store.DestinationCount, error)
 	// Sites returns the sites known to the store (each appliance
 	// registers its own at start), sorted.
 	Sites(ctx context.Context) ([]string, error)

@@ -20,6 +20,9 @@ type TCPConfig struct {
 	Tokens []Token
 	// CertFile and KeyFile, both set, serve HTTPS (TLS 1.2 or later).
 	CertFile, KeyFile string
+	// MaxConnections caps the open connections (0: derived from the
+	// open-file limit, see DeriveLimits); one more is closed at once.
+	MaxConnections int
 }
 
 // ErrNoTokens is returned by ServeTCP (and CheckTCP) for a listener on a
@@ -85,6 +88,11 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
+	maxConns := c.MaxConnections
+	if maxConns <= 0 {
+		maxConns = DeriveLimits(OpenFileLimit()).MaxConnections
+	}
+	ln = newLimitListener(ln, maxConns, s.log)
 	what := "HTTP API"
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
@@ -97,5 +105,5 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 }
 
 func (s *Server) tcpHandler(ts *tokenSet) http.Handler {
-	return s.instrument(s.recoverer(s.withConsole(s.authenticate(ts, s.inner))))
+	return viaTCP(s.instrument(s.recoverer(s.withConsole(s.authenticate(ts, s.inner)))))
 }

@@ -137,7 +137,34 @@ type API struct {
 	TLSCert, TLSKey string
 	// Tokens are the bearer tokens of the TCP listener.
 	Tokens []Token
+	// MaxConnections caps the TCP listener's open connections and
+	// MaxEventStreams its event streams (the control socket's count
+	// apart); 0 derives them from the open-file limit at start.
+	MaxConnections  int
+	MaxEventStreams int
+	// MaxEventStreamsPerToken caps one token's event streams.
+	MaxEventStreamsPerToken int
+	// EventRingBytes bounds the events kept for reconnecting clients;
+	// MaxEventBytes is the largest event kept and sent whole (a larger
+	// rule event is sent as its id and state).
+	EventRingBytes int
+	MaxEventBytes  int
 }
+
+// Defaults of the [api] bounds that do not derive from the open-file
+// limit.
+const (
+	DefaultMaxEventStreamsPerToken = 8
+	DefaultEventRingBytes          = 4 << 20
+	DefaultMaxEventBytes           = 64 << 10
+)
+
+// Smallest values of the event bounds: an event ring holds at least one
+// event of the largest size, and an event fits a rule without its sites.
+const (
+	minEventRingBytes = 64 << 10
+	minMaxEventBytes  = 4 << 10
+)
 
 // Token is one bearer token of the TCP API. Name is the actor recorded in
 // the audit trail; Secret was read from the file, an environment variable

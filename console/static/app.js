@@ -427,7 +427,13 @@
         reloadAll();
         break;
       case 'rule':
-        applyRule(d);
+        // A rule too large for an event comes as its id and state: read
+        // it again instead.
+        if (d.truncated) {
+          if (S.view === 'rule' && S.rule && S.rule.id === d.id) later('history', () => loadRule(d.id));
+        } else {
+          applyRule(d);
+        }
         refresh();
         break;
       case 'rules':
