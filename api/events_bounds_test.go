@@ -80,7 +80,7 @@ func TestEventsLargeRuleSentReduced(t *testing.T) {
 	e, _, url := eventsServer(t, feed, nil)
 	ctx := context.Background()
 	s := openStream(t, url, "")
-	s.next() // hello
+	s.next()                  // hello
 	feed.setLarge(t, 7, 2000) // about 200 KB of sites
 	e.poll(ctx)
 	ev := s.next()
