@@ -17,7 +17,11 @@
 // one of its prefixes (rule list and show, history, diff and rib show it
 // nothing else), uses only its actions, and holds at most MaxActiveRules
 // active rules it wrote; the guardrails apply on top. A refusal is 403
-// out_of_scope naming the prefix, action or quota. Bodies are JSON objects with no unknown
+// out_of_scope naming the prefix, action or quota; showing another
+// scope's rule is the 404 of an unknown id, and status, series and events
+// count only its own rules (scoped.go). Event streams and connections of
+// the TCP listener are bounded (limits.go): 429 too_many_streams names the
+// setting. Bodies are JSON objects with no unknown
 // fields, at most 1 MiB by default (413 body_too_large beyond). A request is
 // validated in full before anything is stored.
 //

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // What a scoped token (one with prefixes) sees of the appliance as a
 // whole: its own world, never the appliance's totals. Rules of other
@@ -12,7 +15,8 @@ import "time"
 // names anyway) without the paths they were sent (sent and held_back are
 // 0: they count every scope's rules); the known sites are listed for a
 // write token (it may target them, and a refused site name lists them)
-// and not for a read token.
+// and not for a read token; /metrics, which counts every scope's rules,
+// is refused to it.
 
 // scoped reports whether id sees only part of the rules.
 func (id *identity) scoped() bool {
@@ -51,4 +55,18 @@ func scopedStatus(id *identity, out *Status) {
 	if id.role != RoleWrite {
 		out.Sites = nil
 	}
+}
+
+// unscopedOnly serves next to every caller but scoped tokens, which get
+// 403: what it shows (the Prometheus metrics) counts the whole appliance.
+func unscopedOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := scopeOf(r.Context()); id.scoped() {
+			writeError(w, newError(http.StatusForbidden, CodeForbidden, "",
+				"token %q is scoped to %s; %s counts every scope's rules: scrape it with an unscoped read token",
+				id.name, id.prefixList(), r.URL.Path))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -45,7 +45,8 @@ func newCountsServer(t *testing.T) *countsServer {
 	cs.series = api.NewSeries(nil, api.SeriesSources{Rules: st, Peers: cs.rib}, time.Minute, 10, nil)
 	cs.events = api.NewEvents(nil, st, cs.rib, nil)
 	cs.rec = cs.events.Recorder(nil)
-	srv := api.New(nil, st, cs.rib, api.WithReconciler(passes), api.WithMetrics(nil, metrics.New(nil)),
+	mx := metrics.New(nil)
+	srv := api.New(nil, st, cs.rib, api.WithReconciler(passes), api.WithMetrics(mx.Handler(), mx),
 		api.WithSeries(cs.series), api.WithEvents(cs.events))
 	h, err := srv.TCPHandler([]api.Token{
 		{Name: "cust", Role: api.RoleWrite, Secret: custSecret, Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}},
@@ -184,6 +185,24 @@ func TestScopedTokenSeesItsOwnCounts(t *testing.T) {
 		}
 		if len(st.Peers) != 1 || st.Peers[0].State != "established" || st.Peers[0].Sent != c.sent || (st.Peers[0].HeldBack != 0) != c.global {
 			t.Errorf("%s: status peers %+v, want the session with sent %d", c.name, st.Peers, c.sent)
+		}
+	}
+
+	// The Prometheus metrics count the whole appliance: not for a scoped
+	// token.
+	for _, c := range []struct {
+		secret string
+		want   int
+	}{{viewSecret, http.StatusForbidden}, {custSecret, http.StatusForbidden}, {nocSecret, http.StatusOK}} {
+		req, _ := http.NewRequest("GET", cs.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+c.secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("GET /metrics: %d, want %d", resp.StatusCode, c.want)
 		}
 	}
 

@@ -178,6 +178,9 @@ func New(log hclog.Logger, rules Rules, rib RIB, opts ...Option) *Server {
 		opt(&o)
 	}
 	s := &Server{log: log, rules: rules, rib: rib, opts: o}
+	if s.opts.metrics != nil {
+		s.opts.metrics = unscopedOnly(s.opts.metrics)
+	}
 	if o.events != nil {
 		s.rules = nudgingRules{Rules: rules, e: o.events}
 	}

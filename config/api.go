@@ -114,10 +114,10 @@ func (v *validator) apiBounds(f *file, c *Config) {
 		}
 		return int(*p)
 	}
-	c.API.MaxConnections = positive("max_connections", a.MaxConnections, 0, 1,
-		"use a positive number of connections, or remove it to derive it from the open-file limit")
-	c.API.MaxEventStreams = positive("max_event_streams", a.MaxEventStreams, 0, 1,
-		"use a positive number of streams, or remove it to derive it from the open-file limit")
+	c.API.MaxConnections = positive("max_connections", a.MaxConnections, 0, 0,
+		"use a positive number of connections, or 0 to derive it from the open-file limit")
+	c.API.MaxEventStreams = positive("max_event_streams", a.MaxEventStreams, 0, 0,
+		"use a positive number of streams, or 0 to derive it from the open-file limit")
 	c.API.MaxEventStreamsPerToken = positive("max_event_streams_per_token", a.MaxEventStreamsPerToken, DefaultMaxEventStreamsPerToken, 1,
 		"use a positive number of streams (a console tab holds one)")
 	c.API.EventRingBytes = positive("event_ring_bytes", a.EventRingBytes, DefaultEventRingBytes, minEventRingBytes,

@@ -68,6 +68,9 @@ func TestAPIBounds(t *testing.T) {
 		a.EventRingBytes != DefaultEventRingBytes || a.MaxEventBytes != DefaultMaxEventBytes {
 		t.Errorf("defaults: %+v", a)
 	}
+	if _, err := Parse("m.toml", []byte(minimal+"[api]\nmax_connections = 0\nmax_event_streams = 0\n")); err != nil {
+		t.Errorf("0, derived: %v", err)
+	}
 	cfg, err = Parse("m.toml", []byte(minimal+"[api]\nmax_connections = 50\nmax_event_streams = 20\nmax_event_streams_per_token = 2\nevent_ring_bytes = 1048576\nmax_event_bytes = 8192\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +117,7 @@ func TestAPIErrors(t *testing.T) {
 		{"negative quota", "listen = \"127.0.0.1:1\"\n" + wtok(`max_active_rules = -1`), "api.token.0.max_active_rules", "not a count"},
 		{"read token with actions", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nactions = [\"discard\"]"), "api.token.0.actions", "read token adds no rules"},
 		{"read token with quota", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nmax_active_rules = 5"), "api.token.0.max_active_rules", "read token adds no rules"},
-		{"no connections", "max_connections = 0", "api.max_connections", "derive it from the open-file limit"},
+		{"negative connections", "max_connections = -1", "api.max_connections", "0 to derive it from the open-file limit"},
 		{"negative streams", "max_event_streams = -3", "api.max_event_streams", "out of range"},
 		{"no streams per token", "max_event_streams_per_token = 0", "api.max_event_streams_per_token", "a console tab holds one"},
 		{"tiny ring", "event_ring_bytes = 1000", "api.event_ring_bytes", "at least 65536"},

@@ -139,7 +139,8 @@ type API struct {
 	Tokens []Token
 	// MaxConnections caps the TCP listener's open connections and
 	// MaxEventStreams its event streams (the control socket's count
-	// apart); 0 derives them from the open-file limit at start.
+	// apart); 0 (the default) derives them from the open-file limit at
+	// start.
 	MaxConnections  int
 	MaxEventStreams int
 	// MaxEventStreamsPerToken caps one token's event streams.
