@@ -327,6 +327,7 @@ func apiLimits(cfg *config.Config) api.Limits {
 	l := api.DeriveLimits(api.OpenFileLimit())
 	if cfg.API.MaxConnections > 0 {
 		l.MaxConnections = cfg.API.MaxConnections
+		l.Streams.Total = min(max(l.MaxConnections/2, 1), l.Streams.Total)
 	}
 	if cfg.API.MaxEventStreams > 0 {
 		l.Streams.Total = cfg.API.MaxEventStreams
