@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,17 +112,25 @@ func (cs *countsServer) stream(t *testing.T, secret string) *sseStream {
 // until reads events up to the first of type typ and returns its data.
 func (s *sseStream) until(typ string) string {
 	s.t.Helper()
+	return s.each(typ)[typ]
+}
+
+// each reads events until it has seen one of every type in types, in
+// whatever order they come, and returns the data of the first of each.
+func (s *sseStream) each(types ...string) map[string]string {
+	s.t.Helper()
+	got := map[string]string{}
 	var cur, data string
-	for {
+	for len(got) < len(types) {
 		line, err := s.r.ReadString('\n')
 		if err != nil {
-			s.t.Fatalf("waiting for a %s event: %v", typ, err)
+			s.t.Fatalf("waiting for events %v (got %v): %v", types, got, err)
 		}
 		line = strings.TrimSuffix(line, "\n")
 		switch {
 		case line == "":
-			if cur == typ {
-				return data
+			if _, seen := got[cur]; !seen && slices.Contains(types, cur) {
+				got[cur] = data
 			}
 			cur, data = "", ""
 		case strings.HasPrefix(line, "event: "):
@@ -130,6 +139,7 @@ func (s *sseStream) until(typ string) string {
 			data = strings.TrimPrefix(line, "data: ")
 		}
 	}
+	return got
 }
 
 // A scoped token sees its own world in status, series and events: the
@@ -248,15 +258,14 @@ func TestScopedTokenSeesItsOwnCounts(t *testing.T) {
 		s     *sseStream
 		scope bool
 	}{{"noc", noc, false}, {"view", view, true}} {
-		pass := c.s.until(api.EventPass)
+		evs := c.s.each(api.EventPass, api.EventRules, api.EventPeer)
+		pass, rules, peer := evs[api.EventPass], evs[api.EventRules], evs[api.EventPeer]
 		if shown := strings.Contains(pass, `"added"`); shown == c.scope || !strings.Contains(pass, `"result":"ok"`) {
 			t.Errorf("%s's pass event %s: counts shown = %v, want %v", c.name, pass, shown, !c.scope)
 		}
-		rules := c.s.until(api.EventRules)
 		if (rules == "{}") != c.scope {
 			t.Errorf("%s's rules event %s", c.name, rules)
 		}
-		peer := c.s.until(api.EventPeer)
 		if !strings.Contains(peer, `"state":"idle"`) || strings.Contains(peer, `"sent":9`) == c.scope {
 			t.Errorf("%s's peer event %s", c.name, peer)
 		}
