@@ -194,7 +194,11 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	mx := metrics.New(log.Named("metrics"))
 	// The event stream (GET /v1/events) hears every pass: rules it
 	// finished, and the peer changes that woke it.
-	events := api.NewEvents(log.Named("events"), st, sp, time.Now)
+	limits := apiLimits(cfg)
+	log.Info("TCP API bounds", "open_file_limit", limits.NoFile, "max_connections", limits.MaxConnections,
+		"max_event_streams", limits.Streams.Total, "max_event_streams_per_token", limits.Streams.PerToken)
+	events := api.NewEvents(log.Named("events"), st, sp, time.Now,
+		api.WithEventBytes(cfg.API.EventRingBytes, cfg.API.MaxEventBytes), api.WithStreamLimits(limits.Streams))
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{
 		ResyncInterval:     cfg.Reconcile.ResyncInterval,
 		DryRun:             cfg.Reconcile.DryRun,
@@ -230,6 +234,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
+		tcp.MaxConnections = limits.MaxConnections
 		if err := api.CheckTCP(*tcp); err != nil {
 			return fmt.Errorf("[api] listen: %w", err)
 		}
@@ -315,6 +320,22 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	wg.Wait()
 	log.Info("stopped")
 	return firstErr
+}
+
+// apiLimits are the TCP API's bounds: those of cfg, the others derived
+// from the open-file limit (whose soft value Go raised to the hard one
+// at start).
+func apiLimits(cfg *config.Config) api.Limits {
+	l := api.DeriveLimits(api.OpenFileLimit())
+	if cfg.API.MaxConnections > 0 {
+		l.MaxConnections = cfg.API.MaxConnections
+		l.Streams.Total = min(max(l.MaxConnections/2, 1), l.Streams.Total)
+	}
+	if cfg.API.MaxEventStreams > 0 {
+		l.Streams.Total = cfg.API.MaxEventStreams
+	}
+	l.Streams.PerToken = cfg.API.MaxEventStreamsPerToken
+	return l
 }
 
 // consoleURL is where the TCP listener serves the console.

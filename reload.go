@@ -60,6 +60,11 @@ func restartOnly(a, b *config.Config) []string {
 		{"api.listen", a.API.Listen, b.API.Listen},
 		{"api.tls_cert", a.API.TLSCert, b.API.TLSCert},
 		{"api.tls_key", a.API.TLSKey, b.API.TLSKey},
+		{"api.max_connections", a.API.MaxConnections, b.API.MaxConnections},
+		{"api.max_event_streams", a.API.MaxEventStreams, b.API.MaxEventStreams},
+		{"api.max_event_streams_per_token", a.API.MaxEventStreamsPerToken, b.API.MaxEventStreamsPerToken},
+		{"api.event_ring_bytes", a.API.EventRingBytes, b.API.EventRingBytes},
+		{"api.max_event_bytes", a.API.MaxEventBytes, b.API.MaxEventBytes},
 		{"reconcile", a.Reconcile, b.Reconcile},
 	} {
 		if !reflect.DeepEqual(d.x, d.y) {

@@ -16,12 +16,13 @@ import (
 // Last-Event-ID); closing the stream ends every stream.
 func TestEventsSlowClientAndClose(t *testing.T) {
 	e := NewEvents(nil, nil, nil, nil)
-	_, slow, _ := e.subscribe(0, false)
-	_, fast, _ := e.subscribe(0, false)
+	_, slow, _ := e.subscribe(streamOwner{actor: "a"}, 0, false)
+	_, fast, _ := e.subscribe(streamOwner{actor: "a"}, 0, false)
 	for i := range subscriberBuffer + 1 {
-		e.emit(EventRules, rulesData{Changed: i})
+		e.emit(EventRules, rulesData{Changed: i}, nil)
 		if i < subscriberBuffer {
-			<-fast.ch
+			ev := <-fast.ch
+			fast.pending.Add(-int64(ev.size()))
 		}
 	}
 	select {
@@ -36,7 +37,7 @@ func TestEventsSlowClientAndClose(t *testing.T) {
 	}
 	e.close()
 	<-fast.gone
-	if _, _, ok := e.subscribe(0, false); ok {
+	if _, _, refused := e.subscribe(streamOwner{actor: "a"}, 0, false); refused == nil {
 		t.Error("subscribed to a closed stream")
 	}
 }
@@ -74,11 +75,33 @@ func TestEventsRunEndsStreams(t *testing.T) {
 
 type fakeCounts struct {
 	counts []store.Count
+	byDest []store.DestinationCount // when set, counts are their sum
 	drift  reconcile.DriftCounts
 }
 
-func (f *fakeCounts) Counts(context.Context) ([]store.Count, error) { return f.counts, nil }
-func (f *fakeCounts) Drift() reconcile.DriftCounts                  { return f.drift }
+func (f *fakeCounts) Counts(context.Context) ([]store.Count, error) {
+	if f.byDest != nil {
+		var out []store.Count
+		for _, c := range f.byDest {
+			out = append(out, c.Count)
+		}
+		return out, nil
+	}
+	return f.counts, nil
+}
+
+func (f *fakeCounts) DestinationCounts(context.Context) ([]store.DestinationCount, error) {
+	if f.byDest != nil {
+		return f.byDest, nil
+	}
+	var out []store.DestinationCount
+	for _, c := range f.counts {
+		out = append(out, store.DestinationCount{Count: c})
+	}
+	return out, nil
+}
+
+func (f *fakeCounts) Drift() reconcile.DriftCounts { return f.drift }
 
 // The series keeps one point per sample, oldest first, bounded; drift
 // repairs are counted per sample.

@@ -34,7 +34,10 @@
 // 403 out_of_scope naming the prefix, action or quota (429 rate_limited
 // for its rate of new rules). Bodies are JSON objects with no unknown
 // fields, at most 1 MiB by default (413 body_too_large beyond). A request
-// is checked in full before anything is stored.
+// is checked in full before anything is stored. Status, series and events
+// count only a scoped token's own rules (scoped.go). Event streams and
+// connections of the TCP listener are bounded (limits.go): 429
+// too_many_streams names the setting.
 //
 // # Routes
 //

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,9 +52,23 @@ import (
 // daemon's start time in microseconds, so that an id of an earlier run is
 // older than every id of this one. A client that reconnects with the
 // header Last-Event-ID (or ?last_event_id=) gets every event after it that
-// is still kept (the last DefaultEventRing), or reset when one was lost.
-// A comment line is sent every 20 s to keep proxies from closing an idle
-// stream.
+// is still kept (the last DefaultEventRing events, at most
+// DefaultEventRingBytes of them), or reset when one was lost. A comment
+// line is sent every 20 s to keep proxies from closing an idle stream.
+//
+// What a client can make the daemon hold is bounded: the ring by count
+// and by bytes; a rule event larger than DefaultMaxEventBytes is kept and
+// sent reduced ({"id", "state", "truncated": true, "note"}: read the rule
+// with GET /v1/rules/{id}); a stream that falls behind by more than
+// subscriberBuffer events or the ring's bytes is closed (its client
+// resumes with Last-Event-ID), and a stream that takes no data for
+// streamWriteTimeout is dropped; the number of streams is capped per
+// token and in total (limits.go).
+//
+// A scoped token's stream carries nothing global: rule events of other
+// scopes are an id line alone, a rules event has no count ({}), a pass
+// event has only started, duration_seconds and result, and a peer event
+// has no path counts (sent, held_back are 0).
 
 // Event types of the stream.
 const (
@@ -69,6 +84,18 @@ const (
 // that reconnect.
 const DefaultEventRing = 1024
 
+// DefaultEventRingBytes bounds the bytes of the events kept for clients
+// that reconnect ([api] event_ring_bytes): the oldest go first.
+const DefaultEventRingBytes = 4 << 20
+
+// DefaultMaxEventBytes is the largest event kept and sent as it is ([api]
+// max_event_bytes); a larger rule event is reduced to its id and state.
+const DefaultMaxEventBytes = 64 << 10
+
+// eventOverhead is what an event costs besides its bytes (its struct in
+// the ring, the slices' headers), so that many tiny events count too.
+const eventOverhead = 128
+
 // maxRuleEvents is how many rules changed at once are sent one by one;
 // beyond it a single rules event asks clients to list them again.
 const maxRuleEvents = 100
@@ -80,8 +107,15 @@ const maxEntriesPerRule = 4
 
 // subscriberBuffer is how many events may wait for a slow client before
 // its stream is closed (it reconnects with Last-Event-ID and misses
-// nothing that is still kept).
+// nothing that is still kept). The bytes waiting are bounded too, by the
+// ring's bytes: every stream's queue is a run of the latest events, so
+// all of them together hold at most that many bytes beyond the ring.
 const subscriberBuffer = 256
+
+// streamWriteTimeout is how long a stream may take to accept one batch of
+// events: a client that stops reading (its TCP window full) is dropped
+// instead of holding its events and its handler forever.
+const streamWriteTimeout = 30 * time.Second
 
 // streamKeepalive is the interval of the comment lines of an idle stream.
 const streamKeepalive = 20 * time.Second
@@ -106,27 +140,42 @@ type streamEvent struct {
 	id   uint64
 	typ  string
 	data []byte
+	// scoped, if set, is what a scoped token's stream gets instead of
+	// data: the event without global counts.
+	scoped []byte
 	// match is the rule's match for a rule event (zero otherwise): a
 	// scoped token's stream leaves out rules outside its prefixes.
 	match flowspec.Match
+}
+
+// size is what ev costs to keep.
+func (ev *streamEvent) size() int {
+	return eventOverhead + len(ev.data) + len(ev.scoped) + ev.match.Len()
 }
 
 // Events is the event stream: a bounded ring of recent events and the
 // streams reading it. Run watches the sources; Nudge (API writes) and the
 // reconciler's passes (Recorder) wake it.
 type Events struct {
-	log   hclog.Logger
-	rules RuleFeed
-	peers PeerFeed
-	size  int
-	wake  chan struct{}
+	log      hclog.Logger
+	rules    RuleFeed
+	peers    PeerFeed
+	size     int // events kept, at most
+	maxBytes int // bytes of the events kept, at most
+	maxEvent int // bytes of one event kept as it is
+	limits   StreamLimits
+	// writeTimeout bounds how long a stream may take to accept a batch
+	// of events (streamWriteTimeout).
+	writeTimeout time.Duration
+	wake         chan struct{}
 
 	mu     sync.Mutex
-	ring   []streamEvent // circular, len(ring) == size once full
-	head   int           // index of the oldest event once full
+	ring   []streamEvent // oldest first; ids are consecutive
+	held   int           // the size of the events in ring
 	last   uint64        // id of the newest event; base when none yet
 	base   uint64        // ids of this run are > base
 	subs   map[*subscriber]struct{}
+	open   streamCount // streams open, per actor and in total (limits.go)
 	closed bool
 	pass   *reconcile.PassResult // a pass to report, set by PassDone
 
@@ -141,6 +190,10 @@ type Events struct {
 type subscriber struct {
 	ch   chan streamEvent
 	gone chan struct{} // closed when the hub drops the subscriber
+	// pending is the size of the events in ch: the hub adds, the stream
+	// subtracts what it took.
+	pending atomic.Int64
+	who     streamOwner // whose stream it is (limits.go)
 }
 
 // EventsOption tunes Events.
@@ -152,6 +205,20 @@ func WithEventRing(n int) EventsOption {
 	return func(e *Events) {
 		if n > 0 {
 			e.size = n
+		}
+	}
+}
+
+// WithEventBytes bounds the bytes of the events kept to ring (default
+// DefaultEventRingBytes) and keeps an event larger than event (default
+// DefaultMaxEventBytes, at most ring) reduced; 0 keeps a default.
+func WithEventBytes(ring, event int) EventsOption {
+	return func(e *Events) {
+		if ring > 0 {
+			e.maxBytes = ring
+		}
+		if event > 0 {
+			e.maxEvent = event
 		}
 	}
 }
@@ -168,13 +235,26 @@ func NewEvents(log hclog.Logger, rules RuleFeed, peers PeerFeed, now func() time
 	base := uint64(max(now().UnixMicro(), 0))
 	e := &Events{
 		log: log, rules: rules, peers: peers, size: DefaultEventRing,
-		wake: make(chan struct{}, 1), base: base, last: base,
+		maxBytes: DefaultEventRingBytes, maxEvent: DefaultMaxEventBytes,
+		limits:       StreamLimits{PerToken: DefaultStreamsPerToken, Total: DefaultMaxStreams},
+		writeTimeout: streamWriteTimeout,
+		wake:         make(chan struct{}, 1), base: base, last: base,
 		subs: map[*subscriber]struct{}{},
+		open: streamCount{byActor: map[string]int{}},
 	}
 	for _, o := range opts {
 		o(e)
 	}
+	e.maxEvent = min(e.maxEvent, e.maxBytes)
 	return e
+}
+
+// HeldBytes is what the events kept for reconnecting clients cost, as
+// bounded by WithEventBytes.
+func (e *Events) HeldBytes() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.held
 }
 
 // Nudge asks Run to look for changes now; it never blocks.
@@ -238,7 +318,8 @@ func (e *Events) poll(ctx context.Context) bool {
 	e.pass = nil
 	e.mu.Unlock()
 	if p != nil {
-		e.emit(EventPass, passFromReconcile(*p))
+		pass := passFromReconcile(*p)
+		e.emit(EventPass, pass, scopedPass(pass))
 	}
 	return ok
 }
@@ -260,7 +341,7 @@ func (e *Events) pollRules(ctx context.Context) bool {
 		if e.lostTrack {
 			e.lostTrack = false
 			// Its data names its own id, as the reset of subscribe does.
-			e.emit(EventReset, resetData{ID: e.lastID() + 1, Reason: "the store could not be read for a while"})
+			e.emit(EventReset, resetData{ID: e.lastID() + 1, Reason: "the store could not be read for a while"}, nil)
 		}
 		return true
 	}
@@ -274,7 +355,7 @@ func (e *Events) pollRules(ctx context.Context) bool {
 	}
 	if rev-e.rev > maxRuleEvents*maxEntriesPerRule {
 		// A bulk change: do not read it all only to say "list again".
-		e.emit(EventRules, rulesData{Changed: int(rev - e.rev)})
+		e.emit(EventRules, rulesData{Changed: int(rev - e.rev)}, struct{}{})
 		e.rev = rev
 		return true
 	}
@@ -292,7 +373,7 @@ func (e *Events) pollRules(ctx context.Context) bool {
 	}
 	ids = append(ids, d.Gone...)
 	if len(ids) > maxRuleEvents {
-		e.emit(EventRules, rulesData{Changed: len(ids)})
+		e.emit(EventRules, rulesData{Changed: len(ids)}, struct{}{})
 		e.rev = d.Next
 		return true
 	}
@@ -343,13 +424,14 @@ func (e *Events) pollPeers(ctx context.Context) bool {
 		}
 		e.peerSeen[p.Address] = key
 		if !first {
-			e.emit(EventPeer, peerFromBGP(p))
+			peer := peerFromBGP(p)
+			e.emit(EventPeer, peer, scopedPeer(peer))
 		}
 	}
 	for addr := range e.peerSeen {
 		if !present[addr] {
 			delete(e.peerSeen, addr)
-			e.emit(EventPeer, Peer{Address: addr, State: PeerRemoved, Families: []string{}})
+			e.emit(EventPeer, Peer{Address: addr, State: PeerRemoved, Families: []string{}}, nil)
 		}
 	}
 	return true
@@ -369,38 +451,68 @@ type rulesData struct {
 }
 
 // emit appends an event to the ring and sends it to every stream; a
-// stream too slow to take it is closed (its client reconnects).
-func (e *Events) emit(typ string, v any) {
-	e.emitFor(typ, v, flowspec.Match{})
+// stream too slow to take it is closed (its client reconnects). scoped,
+// if not nil, is what a scoped token's stream gets instead of v.
+func (e *Events) emit(typ string, v, scoped any) {
+	ev := streamEvent{typ: typ, data: mustJSON(v)}
+	if scoped != nil {
+		ev.scoped = mustJSON(scoped)
+	}
+	e.push(ev)
 }
 
-// emitRule emits the rule event of r.
+// emitRule emits the rule event of r: the rule as GET /v1/rules/{id}
+// shows it, or, when that is larger than the largest event kept, its id
+// and state and where to read it.
 func (e *Events) emitRule(r store.Rule) {
-	e.emitFor(EventRule, ruleFromStore(r), r.Rule.Match)
+	data := mustJSON(ruleFromStore(r))
+	if len(data) > e.maxEvent {
+		out := ruleFromStore(r)
+		data = mustJSON(truncatedRule{ID: r.ID, State: out.State, Truncated: true, Note: fmt.Sprintf(
+			"the rule is larger than an event may be (%d bytes, [api] max_event_bytes = %d): read it with GET /v1/rules/%d",
+			len(data), e.maxEvent, r.ID)})
+	}
+	e.push(streamEvent{typ: EventRule, data: data, match: r.Rule.Match})
 }
 
-func (e *Events) emitFor(typ string, v any, m flowspec.Match) {
+// truncatedRule is the data of a rule event too large to send whole.
+type truncatedRule struct {
+	ID        int64  `json:"id"`
+	State     string `json:"state"`
+	Truncated bool   `json:"truncated"`
+	Note      string `json:"note"`
+}
+
+func mustJSON(v any) []byte {
 	data, err := json.Marshal(v)
 	if err != nil {
 		panic("api: encoding an event: " + err.Error()) // our own types only
 	}
+	return data
+}
+
+// push numbers ev, keeps it in the ring (dropping the oldest events
+// beyond its count and bytes) and queues it for every stream.
+func (e *Events) push(ev streamEvent) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.last++
-	ev := streamEvent{id: e.last, typ: typ, data: data, match: m}
-	if len(e.ring) < e.size {
-		e.ring = append(e.ring, ev)
-	} else {
-		e.ring[e.head] = ev
-		e.head = (e.head + 1) % e.size
+	ev.id = e.last
+	sz := ev.size()
+	for len(e.ring) > 0 && (len(e.ring) >= e.size || e.held+sz > e.maxBytes) {
+		e.held -= e.ring[0].size()
+		e.ring[0] = streamEvent{} // let its bytes go
+		e.ring = e.ring[1:]
 	}
+	e.ring = append(e.ring, ev)
+	e.held += sz
 	for s := range e.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			delete(e.subs, s)
-			close(s.gone)
+		if len(s.ch) < cap(s.ch) && s.pending.Load()+int64(sz) <= int64(e.maxBytes) {
+			s.pending.Add(int64(sz))
+			s.ch <- ev
+			continue
 		}
+		e.drop(s)
 	}
 }
 
@@ -416,43 +528,53 @@ func (e *Events) close() {
 	defer e.mu.Unlock()
 	e.closed = true
 	for s := range e.subs {
-		delete(e.subs, s)
-		close(s.gone)
+		e.drop(s)
 	}
 }
 
-// subscribe registers a stream. Without a last id (have false) the stream
-// starts with hello; with one, with the kept events after it, or reset
-// when some after it are no longer kept.
-func (e *Events) subscribe(lastID uint64, have bool) (first []streamEvent, s *subscriber, ok bool) {
+// drop stops sending to s (too slow, or the daemon is stopping); its
+// stream ends and still counts until its handler has returned.
+func (e *Events) drop(s *subscriber) {
+	delete(e.subs, s)
+	close(s.gone)
+}
+
+// subscribe registers a stream of who, refused (429) when who has as
+// many open as the limits allow, or (503) when the daemon is stopping.
+// Without a last id (have false) the stream starts with hello; with one,
+// with the kept events after it, or reset when some after it are no
+// longer kept.
+func (e *Events) subscribe(who streamOwner, lastID uint64, have bool) (first []streamEvent, s *subscriber, refused *Error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
-		return nil, nil, false
+		return nil, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "", "the daemon is stopping; reconnect to it once it is back")
 	}
-	s = &subscriber{ch: make(chan streamEvent, subscriberBuffer), gone: make(chan struct{})}
+	if err := e.open.add(who, e.limits); err != nil {
+		return nil, nil, err
+	}
+	s = &subscriber{ch: make(chan streamEvent, subscriberBuffer), gone: make(chan struct{}), who: who}
 	e.subs[s] = struct{}{}
 	// What changed while no stream was open has not been read yet.
 	e.Nudge()
 	switch {
 	case !have:
-		return []streamEvent{e.control(EventHello, resetData{ID: e.last})}, s, true
+		return []streamEvent{e.control(EventHello, resetData{ID: e.last})}, s, nil
 	case lastID == e.last:
-		return nil, s, true
+		return nil, s, nil
 	case lastID > e.last || lastID < e.base:
-		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "the event id is not from this run of the daemon"})}, s, true
+		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "the event id is not from this run of the daemon"})}, s, nil
 	}
 	oldest := e.last + 1 - uint64(len(e.ring))
 	if lastID+1 < oldest {
-		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "events after this id are no longer kept"})}, s, true
+		return []streamEvent{e.control(EventReset, resetData{ID: e.last, Reason: "events after this id are no longer kept"})}, s, nil
 	}
-	for i := range e.ring {
-		ev := e.ring[(e.head+i)%len(e.ring)]
+	for _, ev := range e.ring {
 		if ev.id > lastID {
 			first = append(first, ev)
 		}
 	}
-	return first, s, true
+	return first, s, nil
 }
 
 // control is an event that is not kept in the ring; it carries the id of
@@ -462,13 +584,14 @@ func (e *Events) control(typ string, v any) streamEvent {
 	return streamEvent{id: e.last, typ: typ, data: data}
 }
 
+// unsubscribe ends s and frees its place under the stream limits.
 func (e *Events) unsubscribe(s *subscriber) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.subs[s]; ok {
-		delete(e.subs, s)
-		close(s.gone)
+		e.drop(s)
 	}
+	e.open.remove(s.who)
 }
 
 // Recorder returns a reconcile.Recorder that tells next everything (nil:
@@ -541,17 +664,25 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		lastID, have = id, true
 	}
-	first, sub, ok := e.subscribe(lastID, have)
-	if !ok {
-		writeError(w, newError(http.StatusServiceUnavailable, CodeUnavailable, "", "the daemon is stopping; reconnect to it once it is back"))
+	first, sub, refused := e.subscribe(ownerOf(r), lastID, have)
+	if refused != nil {
+		// The connection is what the limit protects: do not keep it.
+		w.Header().Set("Connection", "close")
+		if refused.Status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "10")
+			s.log.Warn("event stream refused", "actor", actor(r), "reason", refused.Message)
+		}
+		writeError(w, refused)
 		return
 	}
 	defer e.unsubscribe(sub)
 	scope := scopeOf(r.Context())
 
 	rc := http.NewResponseController(w)
-	// The server's write timeout would end the stream: it has none.
-	_ = rc.SetWriteDeadline(time.Time{})
+	// The server's write timeout would end the stream: each batch of
+	// events gets its own deadline instead.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(e.writeTimeout)) }
+	deadline()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
@@ -570,6 +701,11 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	// take writes one queued event and frees its place in the queue.
+	take := func(ev streamEvent) error {
+		sub.pending.Add(-int64(ev.size()))
+		return writeEvent(w, scope, ev)
+	}
 	keep := time.NewTicker(streamKeepalive)
 	defer keep.Stop()
 	for {
@@ -577,14 +713,15 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case ev := <-sub.ch:
-			if writeEvent(w, scope, ev) != nil {
+			deadline()
+			if take(ev) != nil {
 				return
 			}
 			// Send what else is queued before flushing.
 			for more := true; more; {
 				select {
 				case ev := <-sub.ch:
-					if writeEvent(w, scope, ev) != nil {
+					if take(ev) != nil {
 						return
 					}
 				default:
@@ -592,21 +729,12 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		case <-sub.gone:
-			// Too slow, or the daemon is stopping: send what is queued;
-			// the client reconnects from the last id it got.
-			for {
-				select {
-				case ev := <-sub.ch:
-					if writeEvent(w, scope, ev) != nil {
-						return
-					}
-					continue
-				default:
-				}
-				rc.Flush()
-				return
-			}
+			// Too slow, or the daemon is stopping: the client reconnects
+			// from the last id it got, and what is still kept is sent
+			// again then.
+			return
 		case <-keep.C:
+			deadline()
 			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
 				return
 			}
@@ -617,14 +745,21 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeEvent sends ev unless id (the caller's scope; nil: everything)
-// may not see its rule: then only its id goes, so that the client's
-// Last-Event-ID still moves on.
+// writeEvent sends ev as id (the caller's scope; nil: everything) may see
+// it: a rule event of a rule outside its prefixes is an id line alone, so
+// that the client's Last-Event-ID still moves on; other events go in
+// their scoped form (without global counts).
 func writeEvent(w http.ResponseWriter, id *identity, ev streamEvent) error {
-	if id != nil && ev.typ == EventRule && !id.sees(ev.match) {
-		_, err := fmt.Fprintf(w, "id: %d\n\n", ev.id)
-		return err
+	data := ev.data
+	if id.scoped() {
+		if ev.typ == EventRule && !id.sees(ev.match) {
+			_, err := fmt.Fprintf(w, "id: %d\n\n", ev.id)
+			return err
+		}
+		if ev.scoped != nil {
+			data = ev.scoped
+		}
 	}
-	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, ev.data)
+	_, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.id, ev.typ, data)
 	return err
 }

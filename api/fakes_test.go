@@ -264,6 +264,20 @@ func (f *fakeRules) Counts(ctx context.Context) ([]store.Count, error) {
 	return out, nil
 }
 
+func (f *fakeRules) DestinationCounts(ctx context.Context) ([]store.DestinationCount, error) {
+	rules, err := f.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []store.DestinationCount
+	for _, r := range rules {
+		d, _ := r.Rule.Match.Destination()
+		out = append(out, store.DestinationCount{Destination: d, Count: store.Count{Family: r.Rule.Match.Family(), State: r.State,
+			WithdrawRequested: r.WithdrawRequested, Announced: r.Announced, N: 1}})
+	}
+	return out, nil
+}
+
 func (f *fakeRules) Sites(ctx context.Context) ([]string, error) { return []string{"default"}, nil }
 
 // QuotaCounts counts like the store: active rules not on their way out.

@@ -379,8 +379,9 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	if e := scopeOf(r.Context()).checkSees(sr); e != nil {
-		return 0, nil, e
+	// Another scope's rule does not exist for this token: the same 404.
+	if !scopeOf(r.Context()).sees(sr.Rule.Match) {
+		return 0, nil, store.ErrNotFound
 	}
 	out := ruleFromStore(sr)
 	s.withDelivery(&out, sr)
@@ -416,8 +417,8 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 		if err != nil {
 			return 0, nil, err
 		}
-		if e := sc.checkSees(sr); e != nil {
-			return 0, nil, e
+		if !sc.sees(sr.Rule.Match) {
+			return 0, nil, store.ErrNotFound // as for an unknown id
 		}
 	}
 	evs, err := s.rules.History(r.Context(), id)
@@ -462,8 +463,13 @@ func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) (int, any, err
 			"BGP speaker: %s", OneLine(err.Error()))
 	}
 	out := PeerList{Peers: make([]Peer, 0, len(peers))}
+	scoped := scopeOf(r.Context()).scoped()
 	for _, p := range peers {
-		out.Peers = append(out.Peers, peerFromBGP(p))
+		peer := peerFromBGP(p)
+		if scoped {
+			peer = scopedPeer(peer) // no appliance-wide path counts
+		}
+		out.Peers = append(out.Peers, peer)
 	}
 	return http.StatusOK, out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
+	"strings"
 
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -116,4 +117,13 @@ func (s *Server) getWhoami(w http.ResponseWriter, r *http.Request) (int, any, er
 		out.Actions = append(out.Actions, id.actions...)
 	}
 	return http.StatusOK, out, nil
+}
+
+// prefixList is id's prefixes for a message or a key.
+func (id *identity) prefixList() string {
+	s := make([]string, len(id.prefixes))
+	for i, p := range id.prefixes {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ", ")
 }

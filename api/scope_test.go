@@ -281,6 +281,53 @@ func TestScopedTokenSeesOnlyItsScope(t *testing.T) {
 	}
 }
 
+// unknownID is an id no rule has in these tests.
+const unknownID = 999999
+
+// unknown checks that GET path (a format of one rule id) of rule id
+// answers secret's token exactly what it answers for an id no rule has:
+// the same status, content type and body, the id aside.
+func (ss *scopedServer) unknown(t *testing.T, secret, path string, id int64) {
+	t.Helper()
+	wantCode, want := ss.do(t, secret, "GET", fmt.Sprintf(path, unknownID), "")
+	want = strings.ReplaceAll(want, fmt.Sprint(unknownID), fmt.Sprint(id))
+	code, body := ss.do(t, secret, "GET", fmt.Sprintf(path, id), "")
+	if wantCode != http.StatusNotFound || code != wantCode || body != want {
+		t.Errorf("GET %s: %d %s\nwant what an unknown id gets: %d %s", fmt.Sprintf(path, id), code, body, wantCode, want)
+	}
+}
+
+// A scoped read token walking rule ids learns nothing of other scopes'
+// rules: each answers exactly as an id no rule has (no destination, no
+// 403 that tells a rule is there), for the rule and its history alike,
+// whether the rule is active, withdrawn or has no destination at all.
+func TestScopedTokenWalkingIDsLearnsNothing(t *testing.T) {
+	ss := newScopedServer(t, config.Guardrails{AllowNoDestination: true})
+	var others []int64
+	for _, text := range []string{
+		"match destination 198.51.100.7/32 then discard",
+		"match destination 192.0.2.200/32 then discard", // the view token's /24, not its /25
+		"match destination 192.0.0.0/16 then discard",
+		"match protocol gre then discard",
+		"route 203.0.113.9/32 then blackhole",
+	} {
+		others = append(others, ss.add(t, nocSecret, text))
+	}
+	mine := ss.add(t, nocSecret, "match destination 192.0.2.7/32 then discard")
+	if _, err := ss.st.Withdraw(context.Background(), others[0], "noc"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range others {
+		for _, path := range []string{"/v1/rules/%d", "/v1/rules/%d/history"} {
+			ss.unknown(t, viewSecret, path, id)
+		}
+	}
+	// Its own rule is there.
+	if code, body := ss.do(t, viewSecret, "GET", fmt.Sprintf("/v1/rules/%d", mine), ""); code != http.StatusOK || !strings.Contains(body, "192.0.2.7/32") {
+		t.Errorf("GET its own rule: %d %s", code, body)
+	}
+}
+
 // GET /v1/whoami says who the token is and what it may do.
 func TestWhoami(t *testing.T) {
 	ss := newScopedServer(t, config.Guardrails{})

@@ -15,6 +15,12 @@ import (
 // draws (GET /v1/series): active rules and drift repairs, one point per
 // interval, kept for a bounded time. It starts empty at every start of
 // the daemon.
+//
+// A scoped token's chart counts only the rules inside its prefixes, and
+// no drift repairs (they are the whole appliance's): its series starts
+// when it first asks, and is then sampled with the others; at most
+// maxSeriesScopes scopes are followed, the one asked least recently
+// making room for a new one.
 type Series struct {
 	log      hclog.Logger
 	src      SeriesSources
@@ -22,16 +28,51 @@ type Series struct {
 	interval time.Duration
 
 	mu     sync.Mutex
+	all    pointRing
+	keep   int
+	drift  uint64                  // drift repairs counted at the previous sample
+	scopes map[string]*scopeSeries // by the scope's prefix list
+}
+
+// maxSeriesScopes bounds the scopes whose series are kept.
+const maxSeriesScopes = 32
+
+// scopeSeries is the series of one scope (a scoped token's prefixes).
+type scopeSeries struct {
+	id     *identity
+	points pointRing
+	asked  time.Time // when a token of this scope last asked
+}
+
+// pointRing keeps the last keep points.
+type pointRing struct {
 	points []SeriesPoint // circular once full
 	head   int
-	keep   int
-	drift  uint64 // drift repairs counted at the previous sample
+}
+
+func (r *pointRing) add(p SeriesPoint, keep int) {
+	if len(r.points) < keep {
+		r.points = append(r.points, p)
+		return
+	}
+	r.points[r.head] = p
+	r.head = (r.head + 1) % keep
+}
+
+// list returns the points oldest first.
+func (r *pointRing) list() []SeriesPoint {
+	out := make([]SeriesPoint, 0, len(r.points))
+	for i := range r.points {
+		out = append(out, r.points[(r.head+i)%len(r.points)])
+	}
+	return out
 }
 
 // SeriesSources are what a sample reads; nil ones leave their fields 0.
 type SeriesSources struct {
 	Rules interface {
 		Counts(ctx context.Context) ([]store.Count, error)
+		DestinationCounts(ctx context.Context) ([]store.DestinationCount, error)
 	}
 	Drift interface {
 		Drift() reconcile.DriftCounts
@@ -83,7 +124,7 @@ func NewSeries(log hclog.Logger, src SeriesSources, interval time.Duration, keep
 	if now == nil {
 		now = time.Now
 	}
-	return &Series{log: log, src: src, now: now, interval: interval, keep: keep}
+	return &Series{log: log, src: src, now: now, interval: interval, keep: keep, scopes: map[string]*scopeSeries{}}
 }
 
 // Run samples at once and then every interval until ctx is done.
@@ -101,24 +142,38 @@ func (s *Series) Run(ctx context.Context) error {
 	}
 }
 
-// Sample reads the sources and appends one point.
+// Sample reads the sources and appends one point, to the appliance's
+// series and to every scope's.
 func (s *Series) Sample(ctx context.Context) SeriesPoint {
+	s.mu.Lock()
+	scopes := make([]*scopeSeries, 0, len(s.scopes))
+	for _, sc := range s.scopes {
+		scopes = append(scopes, sc)
+	}
+	s.mu.Unlock()
 	p := SeriesPoint{At: s.now().UTC()}
+	var byDest []store.DestinationCount
 	if s.src.Rules != nil {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		counts, err := s.src.Rules.Counts(cctx)
+		var (
+			counts []store.Count
+			err    error
+		)
+		if len(scopes) > 0 {
+			// One read serves every series: the counts by destination
+			// sum to the appliance's.
+			byDest, err = s.src.Rules.DestinationCounts(cctx)
+			for _, c := range byDest {
+				counts = append(counts, c.Count)
+			}
+		} else {
+			counts, err = s.src.Rules.Counts(cctx)
+		}
 		cancel()
 		if err != nil {
 			p.Err = "rules: " + OneLine(err.Error())
 		}
-		for _, c := range counts {
-			if c.State == store.Active {
-				p.Active += c.N
-				if c.Announced {
-					p.Announced += c.N
-				}
-			}
-		}
+		p.Active, p.Announced = activeCounts(counts)
 	}
 	if s.src.Peers != nil {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -142,11 +197,9 @@ func (s *Series) Sample(ctx context.Context) SeriesPoint {
 		}
 		s.drift = total
 	}
-	if len(s.points) < s.keep {
-		s.points = append(s.points, p)
-	} else {
-		s.points[s.head] = p
-		s.head = (s.head + 1) % s.keep
+	s.all.add(p, s.keep)
+	for _, sc := range scopes {
+		sc.points.add(scopePoint(p, byDest, sc.id), s.keep)
 	}
 	if p.Err != "" {
 		s.log.Debug("series sample incomplete", "error", p.Err)
@@ -154,19 +207,92 @@ func (s *Series) Sample(ctx context.Context) SeriesPoint {
 	return p
 }
 
+// activeCounts sums the active rules (withdrawing ones included) and
+// those announced.
+func activeCounts(counts []store.Count) (active, announced int) {
+	for _, c := range counts {
+		if c.State == store.Active {
+			active += c.N
+			if c.Announced {
+				announced += c.N
+			}
+		}
+	}
+	return active, announced
+}
+
+// scopePoint is p as id's scope sees it: its rules, no drift repairs.
+func scopePoint(p SeriesPoint, byDest []store.DestinationCount, id *identity) SeriesPoint {
+	p.Active, p.Announced = activeCounts(countsWithin(byDest, id))
+	p.DriftRepairs = 0
+	return p
+}
+
 // Points returns the kept points, oldest first.
 func (s *Series) Points() []SeriesPoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SeriesPoint, 0, len(s.points))
-	for i := range s.points {
-		out = append(out, s.points[(s.head+i)%len(s.points)])
+	return s.all.list()
+}
+
+// scopePoints returns the points of id's scope, oldest first. A scope
+// not followed yet is followed from now on, starting with a point taken
+// now.
+func (s *Series) scopePoints(ctx context.Context, id *identity) []SeriesPoint {
+	key := id.prefixList()
+	now := s.now()
+	s.mu.Lock()
+	sc, ok := s.scopes[key]
+	if ok {
+		sc.asked = now
+		defer s.mu.Unlock()
+		return sc.points.list()
 	}
-	return out
+	s.mu.Unlock()
+
+	p := SeriesPoint{At: now.UTC()}
+	var byDest []store.DestinationCount
+	if s.src.Rules != nil {
+		var err error
+		if byDest, err = s.src.Rules.DestinationCounts(ctx); err != nil {
+			p.Err = "rules: " + OneLine(err.Error())
+		}
+	}
+	if s.src.Peers != nil {
+		if peers, err := s.src.Peers.Peers(ctx); err == nil {
+			for _, pr := range peers {
+				if pr.State == "established" {
+					p.PeersUp++
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sc, ok := s.scopes[key]; ok { // another request was first
+		sc.asked = now
+		return sc.points.list()
+	}
+	if len(s.scopes) >= maxSeriesScopes {
+		var oldest string
+		for k, o := range s.scopes {
+			if oldest == "" || o.asked.Before(s.scopes[oldest].asked) {
+				oldest = k
+			}
+		}
+		delete(s.scopes, oldest)
+	}
+	sc = &scopeSeries{id: id, asked: now}
+	sc.points.add(scopePoint(p, byDest, id), s.keep)
+	s.scopes[key] = sc
+	return sc.points.list()
 }
 
 // getSeries handles GET /v1/series.
 func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	se := s.opts.series
+	if id := scopeOf(r.Context()); id.scoped() {
+		return http.StatusOK, SeriesBody{IntervalSeconds: se.interval.Seconds(), Points: se.scopePoints(r.Context(), id)}, nil
+	}
 	return http.StatusOK, SeriesBody{IntervalSeconds: se.interval.Seconds(), Points: se.Points()}, nil
 }

@@ -33,6 +33,9 @@ type Rules interface {
 	// Counts counts the stored rules by family, state and this site's
 	// announce status without reading them all.
 	Counts(ctx context.Context) ([]store.Count, error)
+	// DestinationCounts counts them by destination prefix too: what a
+	// scoped token's status sums.
+	DestinationCounts(ctx context.Context) ([]store.DestinationCount, error)
 	// Sites returns the sites known to the store (each appliance
 	// registers its own at start), sorted.
 	Sites(ctx context.Context) ([]string, error)
@@ -174,6 +177,9 @@ func New(log hclog.Logger, rules Rules, gate Gate, rib RIB, opts ...Option) *Ser
 		opt(&o)
 	}
 	s := &Server{log: log, rules: rules, gate: gate, rib: rib, opts: o}
+	if s.opts.metrics != nil {
+		s.opts.metrics = unscopedOnly(s.opts.metrics)
+	}
 	s.mux = s.routes()
 	s.inner = s.limitBody(jsonFallback(s.mux))
 	s.handler = s.instrument(s.recoverer(s.inner))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -97,7 +98,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 			out.Peers = append(out.Peers, peerFromBGP(p))
 		}
 	}
-	if counts, err := s.rules.Counts(r.Context()); err != nil {
+	id := scopeOf(r.Context())
+	if counts, err := s.countRules(r.Context(), id); err != nil {
 		out.Errors = append(out.Errors, "rules: "+OneLine(err.Error()))
 	} else {
 		c := &RuleCounts{ByFamily: map[string]int{}}
@@ -138,5 +140,33 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 		}
 		out.SinceStart = &t
 	}
+	if id.scoped() {
+		scopedStatus(id, &out)
+	}
 	return http.StatusOK, out, nil
+}
+
+// countRules counts the stored rules: all of them, or for a scoped token
+// those inside its prefixes.
+func (s *Server) countRules(ctx context.Context, id *identity) ([]store.Count, error) {
+	if !id.scoped() {
+		return s.rules.Counts(ctx)
+	}
+	all, err := s.rules.DestinationCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return countsWithin(all, id), nil
+}
+
+// countsWithin keeps the counts of the rules whose destination lies
+// inside id's prefixes.
+func countsWithin(all []store.DestinationCount, id *identity) []store.Count {
+	var out []store.Count
+	for _, c := range all {
+		if c.Destination.IsValid() && id.covers(c.Destination) {
+			out = append(out, c.Count)
+		}
+	}
+	return out
 }

@@ -29,6 +29,9 @@ type TCPConfig struct {
 	// pages may write, e.g. the console behind a reverse proxy; the
 	// listener's own origin needs no entry (see checkWrite).
 	Origins []string
+	// MaxConnections caps the open connections (0: derived from the
+	// open-file limit, see DeriveLimits); one more is closed at once.
+	MaxConnections int
 }
 
 // ErrNoTokens is returned by ServeTCP (and CheckTCP) for a listener on a
@@ -128,6 +131,11 @@ func (s *Server) ServeTCP(ctx context.Context, c TCPConfig) error {
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
+	maxConns := c.MaxConnections
+	if maxConns <= 0 {
+		maxConns = DeriveLimits(OpenFileLimit()).MaxConnections
+	}
+	ln = newLimitListener(ln, maxConns, s.log)
 	what := "HTTP API"
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
@@ -170,5 +178,5 @@ func (s *Server) tcpHandler(ts *tokenSet) http.Handler {
 // (the console's pages included), then the console, the write check and
 // authentication.
 func (s *Server) tcpChain() http.Handler {
-	return s.instrument(s.recoverer(s.checkHost(s.withConsole(s.checkWrite(s.authenticate(s.inner))))))
+	return viaTCP(s.instrument(s.recoverer(s.checkHost(s.withConsole(s.checkWrite(s.authenticate(s.inner)))))))
 }

@@ -121,6 +121,40 @@ func (v *validator) apiListener(f *file, c *Config) {
 	}
 }
 
+// apiBounds validates the [api] bounds on connections, event streams and
+// the event ring.
+func (v *validator) apiBounds(f *file, c *Config) {
+	a := &f.API
+	positive := func(key string, p *int64, def, least int, hint string) int {
+		switch {
+		case p == nil:
+			return def
+		case *p < int64(least) || *p > 1<<31:
+			v.add("api."+key, "%d is out of range: %s", *p, hint)
+			return def
+		}
+		return int(*p)
+	}
+	c.API.MaxConnections = positive("max_connections", a.MaxConnections, 0, 0,
+		"use a positive number of connections, or 0 to derive it from the open-file limit")
+	c.API.MaxEventStreams = positive("max_event_streams", a.MaxEventStreams, 0, 0,
+		"use a positive number of streams, or 0 to derive it from the open-file limit")
+	c.API.MaxEventStreamsPerToken = positive("max_event_streams_per_token", a.MaxEventStreamsPerToken, DefaultMaxEventStreamsPerToken, 1,
+		"use a positive number of streams (a console tab holds one)")
+	c.API.EventRingBytes = positive("event_ring_bytes", a.EventRingBytes, DefaultEventRingBytes, minEventRingBytes,
+		fmt.Sprintf("use at least %d bytes (default %d)", minEventRingBytes, DefaultEventRingBytes))
+	c.API.MaxEventBytes = positive("max_event_bytes", a.MaxEventBytes, DefaultMaxEventBytes, minMaxEventBytes,
+		fmt.Sprintf("use at least %d bytes (default %d)", minMaxEventBytes, DefaultMaxEventBytes))
+	if c.API.MaxEventBytes > c.API.EventRingBytes {
+		v.add("api.max_event_bytes", "%d is larger than event_ring_bytes (%d): the ring must hold at least one event; lower it or raise event_ring_bytes",
+			c.API.MaxEventBytes, c.API.EventRingBytes)
+	}
+	if c.API.MaxConnections > 0 && c.API.MaxEventStreams > c.API.MaxConnections {
+		v.add("api.max_event_streams", "%d is more than max_connections (%d): every stream is a connection; lower it or raise max_connections",
+			c.API.MaxEventStreams, c.API.MaxConnections)
+	}
+}
+
 // tokenScope validates the scope of a token (prefixes, actions,
 // max_active_rules) into tok.
 func (v *validator) tokenScope(key func(string) string, prefixes, actions []string, maxActive *int64, tok *Token) {

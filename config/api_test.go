@@ -57,6 +57,31 @@ token = "inline-secret-0123456789"
 	}
 }
 
+// The [api] bounds: defaults when absent (connections and streams derive
+// from the open-file limit at start: 0 here), the values when set.
+func TestAPIBounds(t *testing.T) {
+	cfg, err := Parse("m.toml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.API
+	if a.MaxConnections != 0 || a.MaxEventStreams != 0 || a.MaxEventStreamsPerToken != DefaultMaxEventStreamsPerToken ||
+		a.EventRingBytes != DefaultEventRingBytes || a.MaxEventBytes != DefaultMaxEventBytes {
+		t.Errorf("defaults: %+v", a)
+	}
+	if _, err := Parse("m.toml", []byte(minimal+"[api]\nmax_connections = 0\nmax_event_streams = 0\n")); err != nil {
+		t.Errorf("0, derived: %v", err)
+	}
+	cfg, err = Parse("m.toml", []byte(minimal+"[api]\nmax_connections = 50\nmax_event_streams = 20\nmax_event_streams_per_token = 2\nevent_ring_bytes = 1048576\nmax_event_bytes = 8192\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = cfg.API
+	if a.MaxConnections != 50 || a.MaxEventStreams != 20 || a.MaxEventStreamsPerToken != 2 || a.EventRingBytes != 1<<20 || a.MaxEventBytes != 8192 {
+		t.Errorf("set: %+v", a)
+	}
+}
+
 func TestAPIErrors(t *testing.T) {
 	tok := func(extra string) string {
 		return "[[api.token]]\nname = \"x\"\nrole = \"read\"\n" + extra + "\n"
@@ -93,6 +118,13 @@ func TestAPIErrors(t *testing.T) {
 		{"negative quota", "listen = \"127.0.0.1:1\"\n" + wtok(`max_active_rules = -1`), "api.token.0.max_active_rules", "not a count"},
 		{"read token with actions", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nactions = [\"discard\"]"), "api.token.0.actions", "read token adds no rules"},
 		{"read token with quota", "listen = \"127.0.0.1:1\"\n" + tok("token = \"0123456789abcdef\"\nmax_active_rules = 5"), "api.token.0.max_active_rules", "read token adds no rules"},
+		{"negative connections", "max_connections = -1", "api.max_connections", "0 to derive it from the open-file limit"},
+		{"negative streams", "max_event_streams = -3", "api.max_event_streams", "out of range"},
+		{"no streams per token", "max_event_streams_per_token = 0", "api.max_event_streams_per_token", "a console tab holds one"},
+		{"tiny ring", "event_ring_bytes = 1000", "api.event_ring_bytes", "at least 65536"},
+		{"tiny event", "max_event_bytes = 100", "api.max_event_bytes", "at least 4096"},
+		{"event beyond the ring", "event_ring_bytes = 65536\nmax_event_bytes = 131072", "api.max_event_bytes", "raise event_ring_bytes"},
+		{"streams beyond connections", "max_connections = 10\nmax_event_streams = 20", "api.max_event_streams", "every stream is a connection"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse("bad.toml", []byte(minimal+"[api]\n"+c.body+"\n"))

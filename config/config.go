@@ -147,7 +147,35 @@ type API struct {
 	// pages may write over the TCP listener, e.g. the console behind a
 	// reverse proxy; the listener's own origin needs none. Lower case.
 	Origins []string
+	// MaxConnections caps the TCP listener's open connections and
+	// MaxEventStreams its event streams (the control socket's count
+	// apart); 0 (the default) derives them from the open-file limit at
+	// start.
+	MaxConnections  int
+	MaxEventStreams int
+	// MaxEventStreamsPerToken caps one token's event streams.
+	MaxEventStreamsPerToken int
+	// EventRingBytes bounds the events kept for reconnecting clients;
+	// MaxEventBytes is the largest event kept and sent whole (a larger
+	// rule event is sent as its id and state).
+	EventRingBytes int
+	MaxEventBytes  int
 }
+
+// Defaults of the [api] bounds that do not derive from the open-file
+// limit.
+const (
+	DefaultMaxEventStreamsPerToken = 8
+	DefaultEventRingBytes          = 4 << 20
+	DefaultMaxEventBytes           = 64 << 10
+)
+
+// Smallest values of the event bounds: an event ring holds at least one
+// event of the largest size, and an event fits a rule without its sites.
+const (
+	minEventRingBytes = 64 << 10
+	minMaxEventBytes  = 4 << 10
+)
 
 // Token is one bearer token of the TCP API. Name is the actor recorded in
 // the audit trail; Secret was read from the file, an environment variable

@@ -109,7 +109,13 @@ type file struct {
 		TLSKey  string   `toml:"tls_key"`
 		Hosts   []string `toml:"hosts"`
 		Origins []string `toml:"origins"`
-		Tokens  []struct {
+		// Bounds (all optional): see API.
+		MaxConnections          *int64 `toml:"max_connections"`
+		MaxEventStreams         *int64 `toml:"max_event_streams"`
+		MaxEventStreamsPerToken *int64 `toml:"max_event_streams_per_token"`
+		EventRingBytes          *int64 `toml:"event_ring_bytes"`
+		MaxEventBytes           *int64 `toml:"max_event_bytes"`
+		Tokens                  []struct {
 			Name      string `toml:"name"`
 			Role      string `toml:"role"`
 			Token     string `toml:"token"`
@@ -346,6 +352,7 @@ func (v *validator) build(f *file) *Config {
 	// [api]
 	c.API.Socket = orDefault(f.API.Socket, filepath.Join("data", "ribkeeper.sock"))
 	v.apiListener(f, c)
+	v.apiBounds(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval

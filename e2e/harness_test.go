@@ -46,6 +46,9 @@ type daemon struct {
 	cmd    *exec.Cmd
 	log    *os.File
 	exited <-chan error // receives once when the process ends; nil when not running
+	// wrap, if set, is a command that runs ribkeeper (e.g. prlimit with
+	// its arguments); it must exec it, so that cmd's pid is ribkeeper's.
+	wrap []string
 }
 
 // setup starts a BIRD on 127.0.0.2 and a ribkeeper on 127.0.0.1 peering
@@ -110,7 +113,8 @@ func (d *daemon) start() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	d.cmd = exec.Command(binary, "serve", "--config", d.conf)
+	args := append(append([]string{}, d.wrap...), binary, "serve", "--config", d.conf)
+	d.cmd = exec.Command(args[0], args[1:]...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatalf("start ribkeeper: %v", err)

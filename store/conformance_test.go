@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -660,6 +662,22 @@ func testCounts(t *testing.T, fresh freshFunc) {
 		if got[k] != n {
 			t.Errorf("count %+v = %d, want %d (all: %v)", k, got[k], n, got)
 		}
+	}
+	// By destination: the same counts, each under its rule's prefix
+	// (the withdrawn one's too).
+	byDest, err := s.DestinationCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[key]int{}
+	for _, c := range byDest {
+		sum[key{c.State, c.WithdrawRequested, c.Announced}] += c.N
+		if want := netip.MustParsePrefix(fmt.Sprintf("10.0.0.%d/32", c.Destination.Addr().As4()[3])); !c.Destination.IsValid() || c.Destination != want || c.N != 1 {
+			t.Errorf("destination count %+v: want one rule under a 10.0.0.x/32", c)
+		}
+	}
+	if fmt.Sprint(sum) != fmt.Sprint(got) {
+		t.Errorf("by destination %v, want the counts %v", sum, got)
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -41,6 +42,53 @@ func (s *Store) Counts(ctx context.Context) ([]Count, error) {
 			return nil, s.wrap(ctx, op, err)
 		}
 		c.Family, c.State = flowspec.Family(fam), State(state)
+		out = append(out, c)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	return out, nil
+}
+
+// DestinationCount is a Count of the rules with one destination prefix.
+type DestinationCount struct {
+	// Destination is the rules' destination prefix; not valid for rules
+	// without one (and for withdrawn or expired rules finished before
+	// the store kept destinations).
+	Destination netip.Prefix
+	Count
+}
+
+// DestinationCounts counts every stored rule as Counts does, and by
+// destination prefix too, in one aggregate query: what a view limited to
+// some prefixes (a scoped token's status) sums, without reading every
+// row into memory.
+func (s *Store) DestinationCounts(ctx context.Context) ([]DestinationCount, error) {
+	const op = "count rules by destination"
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	rs, err := s.eng.reader().query(cctx, `SELECT r.destination, r.family, r.state, r.withdraw_requested,
+		COALESCE(s.announced, FALSE), COUNT(*)`+ruleFrom+`
+		GROUP BY r.destination, r.family, r.state, r.withdraw_requested, COALESCE(s.announced, FALSE)`, s.site)
+	if err != nil {
+		return nil, s.wrap(ctx, op, err)
+	}
+	defer rs.Close()
+	var out []DestinationCount
+	for rs.Next() {
+		var (
+			c     DestinationCount
+			dest  string
+			fam   int64
+			state string
+		)
+		if err := rs.Scan(&dest, &fam, &state, &c.WithdrawRequested, &c.Announced, &c.N); err != nil {
+			return nil, s.wrap(ctx, op, err)
+		}
+		c.Family, c.State = flowspec.Family(fam), State(state)
+		if dest != "" {
+			c.Destination, _ = netip.ParsePrefix(dest)
+		}
 		out = append(out, c)
 	}
 	if err := rs.Err(); err != nil {

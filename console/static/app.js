@@ -427,7 +427,13 @@
         reloadAll();
         break;
       case 'rule':
-        applyRule(d);
+        // A rule too large for an event comes as its id and state: read
+        // it again instead.
+        if (d.truncated) {
+          if (S.view === 'rule' && S.rule && S.rule.id === d.id) later('history', () => loadRule(d.id));
+        } else {
+          applyRule(d);
+        }
         refresh();
         break;
       case 'rules':
@@ -494,9 +500,14 @@
       card('expired', c.expired),
       card('peers up', (st.peers || []).filter((p) => p.state === 'established').length + '/' + (st.peers || []).length, 'c-peers'));
 
+    // A scoped token sees its own rules' counts, not the appliance's
+    // passes nor the paths sent to each peer.
+    const scoped = !!(S.me && S.me.prefixes && S.me.prefixes.length);
     const lp = clear($('#last-pass'));
     const p = st.last_pass;
-    if (!p) {
+    if (!p && scoped) {
+      lp.append(el('p', {class: 'muted', text: 'Passes are the whole appliance\'s work: a token scoped to ' + S.me.prefixes.join(', ') + ' sees its own rules only.'}));
+    } else if (!p) {
       lp.append(el('p', {class: 'muted', text: 'No pass yet.'}));
     } else {
       lp.append(el('p', {},
@@ -530,7 +541,7 @@
         el('td', {}, peerBadge(pr.state)),
         el('td', up && pr.since ? {'data-since': pr.since, text: fmtDur((Date.now() - Date.parse(pr.since)) / 1000)}
           : {class: 'muted', text: pr.since ? 'down for ' + fmtDur((Date.now() - Date.parse(pr.since)) / 1000) : '–'}),
-        el('td', {text: up ? String(pr.sent) : '–'}),
+        el('td', {text: up && !scoped ? String(pr.sent) : '–'}),
         el('td', {text: String(pr.flaps)}),
         el('td', {class: 'why'}, ...why)));
     }
