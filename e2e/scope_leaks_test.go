@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -39,19 +38,7 @@ next_hop_ipv4 = "192.0.2.99"
 	url := fmt.Sprintf("http://127.0.0.1:%d", apiPort)
 	post := func(secret, path, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest("POST", url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+secret)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return tokenRequest(t, url, secret, "POST", path, body)
 	}
 	const cust, limiter = "cust-secret-0123456789abcdef", "limiter-secret-0123456789ab"
 
