@@ -240,19 +240,23 @@ func TestEventStreamLimitsKeepTheSocketAnswering(t *testing.T) {
 	})
 }
 
-// 150 updates of one rule whose sites make it about a megabyte (the
-// issue's: RSS grew by 305 MB, and a read token's stream received 153 MB
-// in 30 s) leave ribkeeper's RSS within rssBound of where it started: the
-// event ring keeps at most event_ring_bytes, a rule event over
-// max_event_bytes is sent reduced, and a stream that reads nothing is
-// dropped instead of queueing. A stream that reads everything receives
-// kilobytes, not the rules.
+// The rule of about a megabyte of sites (RSS grew by 305 MB over
+// 150 updates, and a read token's stream received 153 MB in 30 s) is
+// refused by the gate's [limits] (max_sites_per_rule 32 and
+// max_site_name_bytes 64 by default: 2 KB of sites at most). With those
+// limits opened to their largest (1024 sites of 128 bytes), 150 updates of
+// the largest rule the gate takes still leave ribkeeper's RSS within
+// rssBound of where it started: the event ring keeps at most
+// event_ring_bytes, a rule event over max_event_bytes is sent reduced, and
+// a stream that reads nothing is dropped instead of queueing. A stream
+// that reads everything receives kilobytes, not the rules.
 func TestLargeRuleUpdatesKeepRSSBounded(t *testing.T) {
 	const (
 		updates  = 150
 		rssBound = 96 << 20
 	)
-	b := startBare(t, tokenTable("noc", "write", "noc-secret-0123456789")+tokenTable("grafana", "read", "grafana-secret-0123456789"), nil)
+	b := startBare(t, tokenTable("noc", "write", "noc-secret-0123456789")+tokenTable("grafana", "read", "grafana-secret-0123456789")+
+		"[limits]\nmax_sites_per_rule = 1024\nmax_site_name_bytes = 128\n", nil)
 	pid := b.cmd.Process.Pid
 	b.mustCLI("rule", "add", "--ttl", "1h", "match destination 198.51.100.1/32 then discard")
 
@@ -296,10 +300,13 @@ func TestLargeRuleUpdatesKeepRSSBounded(t *testing.T) {
 		out, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(out)
 	}
-	for {
+	for first := true; ; first = false {
 		code, body := post(0)
 		if code == 200 || code == 201 {
 			break
+		}
+		if first && (code != http.StatusBadRequest || !strings.Contains(body, "max_sites_per_rule")) {
+			t.Fatalf("a rule of about a megabyte of sites: %d %.300s, want 400 naming [limits] max_sites_per_rule", code, body)
 		}
 		if code >= 500 || n < 100 {
 			t.Fatalf("a rule with %d sites: %d %s", n, code, body)

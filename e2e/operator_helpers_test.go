@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -92,22 +91,6 @@ func (a *appliance) reload(extra string) {
 	if err := a.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		a.t.Fatal(err)
 	}
-}
-
-// since is BIRD's "show protocols" line of the session; its since column
-// changes whenever the session restarts.
-func (a *appliance) since() string {
-	a.t.Helper()
-	out, err := a.bird.Birdc("show", "protocols", "up0")
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "up0") {
-			return strings.Join(strings.Fields(l), " ")
-		}
-	}
-	return ""
 }
 
 func hasRoute(net string) func(map[string]birdtest.Route) bool {
