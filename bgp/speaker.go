@@ -155,6 +155,9 @@ type Neighbor struct {
 	// Rules the profile refuses, or its rule cap leaves out, are never
 	// sent to it (holdback.go).
 	Profile string
+	// MaxPrefixes is the most routes the neighbor may send in each
+	// family (0: no limit). See maxprefix.go.
+	MaxPrefixes uint32
 	// Password enables TCP MD5 (RFC 2385) with this key (at most 80 bytes).
 	// Start fails if the key cannot be installed. Go 1.24+ makes listeners
 	// Multipath TCP by default and Linux refuses MD5 on those: a binary
