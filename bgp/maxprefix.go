@@ -81,7 +81,8 @@ func prefixLimitError(max uint32) string {
 
 // prefixLimitHint says what to do about a session closed at the limit.
 const prefixLimitHint = "ribkeeper uses no route a router sends: make the router's export policy towards us send nothing, " +
-	"then run `ribkeeper reload` to bring the session up again (or raise max_prefixes for this neighbor and reload; 0 turns the limit off and lets the router's routes grow memory)"
+	"then reload ribkeeper's configuration (systemctl reload ribkeeper, or SIGHUP) to bring the session up again; " +
+	"or raise max_prefixes for this neighbor and reload (0 turns the limit off, and the router's routes then grow memory)"
 
 // enableLimited brings back the sessions among addrs that GoBGP closed at
 // their prefix limit. Called with mu held, by Reconfigure.
