@@ -242,8 +242,9 @@ func (s *Speaker) EstablishedPeers() int {
 }
 
 // Peers lists the neighbors and their session state, sorted by address.
-// It is one ListPeer round trip into GoBGP's server loop; the per-family
-// counts it asks for are counters, not table walks.
+// It is one ListPeer round trip into GoBGP's server loop. The received
+// count is a walk of each peer's Adj-RIB-In in GoBGP ((*AdjRib).Count),
+// bounded by the neighbor's max_prefixes.
 func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 	srv, err := s.running()
 	if err != nil {
