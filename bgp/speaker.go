@@ -16,7 +16,8 @@
 //     (AddPath with a slice of paths; the watch delivers native paths), and
 //     GoBGP packs NLRIs that share attributes into one UPDATE.
 //   - Received routes never enter the RIB (import policy). They still sit
-//     in each peer's Adj-RIB-In; v4 bounds-checks the FlowSpec parsers that
+//     in each peer's Adj-RIB-In, which GoBGP cannot be told not to keep;
+//     the neighbor's prefix limit bounds them (maxprefix.go). v4 bounds-checks the FlowSpec parsers that
 //     v3 panicked in, and stores a malformed IPv6 FlowSpec NLRI as an
 //     "unknown" prefix there, which the import policy and the mirror (local
 //     paths only) keep out.
