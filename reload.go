@@ -26,7 +26,7 @@ func bgpConfig(cfg *config.Config) bgp.Config {
 			Families: n.Families, Passive: n.Passive, Description: n.Description,
 			HoldTime: n.HoldTime, KeepaliveInterval: n.KeepaliveInterval, MultihopTTL: n.MultihopTTL,
 			Password: n.Password, GracefulRestart: n.GracefulRestart, RestartTime: n.RestartTime,
-			ConnectRetry: n.ConnectRetry, Profile: n.Profile,
+			ConnectRetry: n.ConnectRetry, Profile: n.Profile, MaxPrefixes: n.MaxPrefixes,
 		})
 	}
 	for _, g := range cfg.PeerGroups {
@@ -34,7 +34,7 @@ func bgpConfig(cfg *config.Config) bgp.Config {
 			Name: g.Name, ASN: g.ASN, Families: g.Families, Description: g.Description,
 			HoldTime: g.HoldTime, KeepaliveInterval: g.KeepaliveInterval, MultihopTTL: g.MultihopTTL,
 			Password: g.Password, GracefulRestart: g.GracefulRestart, RestartTime: g.RestartTime,
-			ConnectRetry: g.ConnectRetry, Profile: g.Profile,
+			ConnectRetry: g.ConnectRetry, Profile: g.Profile, MaxPrefixes: g.MaxPrefixes,
 		})
 	}
 	for _, d := range cfg.DynamicNeighbors {

@@ -166,6 +166,13 @@ type Peer struct {
 	// rules of its families the profile keeps from it (not in Sent).
 	Profile  string `json:"profile,omitempty"`
 	HeldBack int    `json:"held_back"`
+	// Received counts the routes the router sent (ribkeeper uses none;
+	// they are held while the session is up); MaxPrefixes is its limit
+	// per family (0: none) and PrefixLimited says the session was closed
+	// at it and is kept down.
+	Received      int    `json:"received"`
+	MaxPrefixes   uint32 `json:"max_prefixes"`
+	PrefixLimited bool   `json:"prefix_limited,omitempty"`
 }
 
 type RuleList struct {
@@ -252,6 +259,9 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 		Hint:          p.Hint,
 		Profile:       p.Profile,
 		HeldBack:      p.HeldBack,
+		Received:      p.Received,
+		MaxPrefixes:   p.MaxPrefixes,
+		PrefixLimited: p.PrefixLimited,
 	}
 	if !p.Since.IsZero() {
 		t := p.Since.UTC()

@@ -33,6 +33,8 @@ type PeerGroup struct {
 	// Profile is the router profile of every dynamic neighbor of the
 	// group (see Neighbor.Profile).
 	Profile string
+	// MaxPrefixes: see Neighbor.MaxPrefixes.
+	MaxPrefixes uint32
 }
 
 // DynamicNeighbor accepts sessions from any address in Prefix with the
@@ -42,8 +44,6 @@ type DynamicNeighbor struct {
 	PeerGroup string
 }
 
-// applyTimersGR sets the timer and graceful-restart parts shared by peers
-// and peer groups.
 // applyTimersGR sets the timer and graceful-restart parts shared by peers
 // and peer groups. With graceful restart the peer starts as "locally
 // restarting" (R bit, and the F bit for every family): see the package
@@ -88,7 +88,8 @@ func (s *Speaker) apiPeerGroup(g PeerGroup) *api.PeerGroup {
 		fams = []flowspec.Family{flowspec.IPv4}
 	}
 	for _, f := range fams {
-		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: s.apiFamily(f), Enabled: true}})
+		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: s.apiFamily(f), Enabled: true},
+			PrefixLimits: prefixLimit(g.MaxPrefixes)})
 	}
 	if g.MultihopTTL > 0 {
 		p.EbgpMultihop = &api.EbgpMultihop{Enabled: true, MultihopTtl: uint32(g.MultihopTTL)}
@@ -279,6 +280,13 @@ func (s *Speaker) Reconfigure(ctx context.Context, cfg Config) (NeighborChanges,
 	for _, l := range [][]netip.Addr{ch.Added, ch.Removed, ch.Changed, ch.Unchanged} {
 		slices.SortFunc(l, netip.Addr.Compare)
 	}
+	// A reload is the operator's word that a router closed at its prefix
+	// limit was fixed (changed neighbors were added afresh already).
+	unchanged := make([]string, 0, len(ch.Unchanged))
+	for _, a := range ch.Unchanged {
+		unchanged = append(unchanged, a.String())
+	}
+	s.enableLimited(ctx, unchanged)
 	// Now only the new configuration's members; a changed neighbor that
 	// came up while it was in both its old and new profile's set gets
 	// the export policy applied again.

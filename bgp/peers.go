@@ -31,8 +31,13 @@ type PeerStatus struct {
 	// profile holds back (UPDATEs still queued for sending are included).
 	Sent int
 	// Received counts routes the peer sent; all are rejected by the import
-	// policy but held in GoBGP's Adj-RIB-In.
-	Received int
+	// policy but held in GoBGP's Adj-RIB-In (maxprefix.go) while the
+	// session is up. MaxPrefixes is the neighbor's limit per family (0:
+	// none); PrefixLimited is set when GoBGP closed the session at it and
+	// keeps it down.
+	Received      int
+	MaxPrefixes   uint32
+	PrefixLimited bool
 
 	// Since is when the session last changed state (zero: not seen yet).
 	Since time.Time
@@ -64,6 +69,9 @@ type peerInfo struct {
 	flaps       int
 	everUp      bool
 	firstSeenAt time.Time
+	// prefixLimited: GoBGP closed the session at the prefix limit and
+	// keeps it down (admin state PFX_CT) until enableLimited.
+	prefixLimited bool
 }
 
 // peerTable is the session state seen through the peer watch: its changes
@@ -111,7 +119,8 @@ func (s *Speaker) apiPeer(n Neighbor) *api.Peer {
 	}
 	for _, f := range n.families() {
 		fam := s.apiFamily(f)
-		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}})
+		p.AfiSafis = append(p.AfiSafis, &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true},
+			PrefixLimits: prefixLimit(n.MaxPrefixes)})
 	}
 	p.Timers, p.GracefulRestart = applyTimersGR(n.HoldTime, n.KeepaliveInterval, n.ConnectRetry, n.RestartTime, n.GracefulRestart, p.AfiSafis)
 	return p
@@ -189,7 +198,20 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 	if st == gobgp.BGP_FSM_ESTABLISHED {
 		info.everUp = true
 	}
+	limited := pe.Peer.State.AdminState == api.PeerState_ADMIN_STATE_PFX_CT && st != gobgp.BGP_FSM_ESTABLISHED
+	newlyLimited := limited && !info.prefixLimited
+	if pe.Peer.State.AdminState == api.PeerState_ADMIN_STATE_UP {
+		info.prefixLimited = false // enabled again, or a new session
+	}
+	if newlyLimited {
+		info.prefixLimited = true
+		info.lastErr, info.lastErrAt = prefixLimitError(0), now
+	}
 	s.peers.mu.Unlock()
+	if newlyLimited {
+		s.log.Error("session closed: the router sent more routes than its max_prefixes; it stays down",
+			"peer", addr, "next", prefixLimitHint)
+	}
 	if known && old == st {
 		return
 	}
@@ -220,8 +242,9 @@ func (s *Speaker) EstablishedPeers() int {
 }
 
 // Peers lists the neighbors and their session state, sorted by address.
-// It is one ListPeer round trip into GoBGP's server loop; the per-family
-// counts it asks for are counters, not table walks.
+// It is one ListPeer round trip into GoBGP's server loop. The received
+// count is a walk of each peer's Adj-RIB-In in GoBGP ((*AdjRib).Count),
+// bounded by the neighbor's max_prefixes.
 func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 	srv, err := s.running()
 	if err != nil {
@@ -248,6 +271,7 @@ func (s *Speaker) Peers(ctx context.Context) ([]PeerStatus, error) {
 		if t := p.Timers; established && t != nil && t.State != nil && t.State.Uptime != nil {
 			st.Uptime = time.Since(t.State.Uptime.AsTime()).Truncate(time.Second)
 		}
+		st.MaxPrefixes = maxLimit(p)
 		s.describe(&st, p)
 		for _, af := range p.AfiSafis {
 			if af.Config == nil || !af.Config.Enabled {
@@ -326,6 +350,11 @@ func (s *Speaker) describe(st *PeerStatus, p *api.Peer) {
 		return
 	}
 	st.Since, st.LastError, st.LastErrorAt, st.Flaps = cp.since, cp.lastErr, cp.lastErrAt, cp.flaps
+	if cp.prefixLimited || p.GetState().GetAdminState() == api.PeerState_ADMIN_STATE_PFX_CT {
+		st.PrefixLimited, st.Hint = true, prefixLimitHint
+		st.LastError = prefixLimitError(maxLimit(p))
+		return
+	}
 	after := s.cfg.HintAfter
 	if after <= 0 {
 		after = DefaultHintAfter
@@ -389,4 +418,13 @@ func (s *Speaker) neighborProfile(addr string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// maxLimit is the largest prefix limit of p's families (0: none).
+func maxLimit(p *api.Peer) uint32 {
+	var m uint32
+	for _, af := range p.GetAfiSafis() {
+		m = max(m, af.GetPrefixLimits().GetMaxPrefixes())
+	}
+	return m
 }

@@ -14,7 +14,8 @@ const importPolicyName = "ribkeeper-accept-local"
 // only: a policy that accepts RouteType LOCAL, default REJECT. Peers cannot
 // inject routes into what we announce, and the mirror never sees their
 // paths. GoBGP applies the global import policy to our own paths too, hence
-// the explicit accept. Received routes still occupy each peer's Adj-RIB-In.
+// the explicit accept. Received routes still occupy each peer's Adj-RIB-In
+// (maxprefix.go: GoBGP stores them before this policy runs).
 //
 // The assignment is read back, so a policy GoBGP did not take fails Start.
 func (s *Speaker) installImportPolicy(ctx context.Context, srv *server.BgpServer) error {

@@ -16,7 +16,8 @@
 //     (AddPath with a slice of paths; the watch delivers native paths), and
 //     GoBGP packs NLRIs that share attributes into one UPDATE.
 //   - Received routes never enter the RIB (import policy). They still sit
-//     in each peer's Adj-RIB-In; v4 bounds-checks the FlowSpec parsers that
+//     in each peer's Adj-RIB-In, which GoBGP cannot be told not to keep;
+//     the neighbor's prefix limit bounds them (maxprefix.go). v4 bounds-checks the FlowSpec parsers that
 //     v3 panicked in, and stores a malformed IPv6 FlowSpec NLRI as an
 //     "unknown" prefix there, which the import policy and the mirror (local
 //     paths only) keep out.
@@ -155,6 +156,9 @@ type Neighbor struct {
 	// Rules the profile refuses, or its rule cap leaves out, are never
 	// sent to it (holdback.go).
 	Profile string
+	// MaxPrefixes is the most routes the neighbor may send in each
+	// family (0: no limit). See maxprefix.go.
+	MaxPrefixes uint32
 	// Password enables TCP MD5 (RFC 2385) with this key (at most 80 bytes).
 	// Start fails if the key cannot be installed. Go 1.24+ makes listeners
 	// Multipath TCP by default and Linux refuses MD5 on those: a binary

@@ -83,7 +83,11 @@ type Session struct {
 	// ConnectRetry is the time between connection attempts and after a
 	// reset (DefaultConnectRetry when unset).
 	ConnectRetry time.Duration
-	Description  string
+	// MaxPrefixes is the most routes the router may send per family
+	// before its session is closed and kept down (DefaultMaxPrefixes when
+	// unset; 0: no limit).
+	MaxPrefixes uint32
+	Description string
 	// Profile is the router profile (package profile) deciding which
 	// rules the router can take; "" is the permissive generic one.
 	Profile string

@@ -28,11 +28,24 @@ type sessionFile struct {
 	RestartTime       string   `toml:"restart_time"`
 	ConnectRetry      string   `toml:"connect_retry"`
 	Profile           string   `toml:"profile"`
+	MaxPrefixes       *int64   `toml:"max_prefixes"`
 }
 
 // DefaultRestartTime is the graceful restart time when restart_time is
 // not set.
 const DefaultRestartTime = 120 * time.Second
+
+// DefaultMaxPrefixes is a neighbor's max_prefixes when not set: the most
+// routes it may send in one family before its session is closed (Cease,
+// maximum number of prefixes reached) and kept down. ribkeeper uses no
+// route a router sends, and GoBGP keeps every one of them in memory
+// (about 1 KB each), so the limit bounds what a router that exports its
+// full table costs; it closes no session of a router that sends nothing
+// or a few routes.
+const DefaultMaxPrefixes = 10000
+
+// maxMaxPrefixes bounds max_prefixes (GoBGP's limit is a uint32).
+const maxMaxPrefixes = 1 << 31
 
 // DefaultConnectRetry is the time between connection attempts to a
 // neighbor (and the wait after a session reset) when connect_retry is not
@@ -110,6 +123,14 @@ func (v *validator) session(key func(string) string, s *sessionFile, neighbor bo
 		out.RestartTime = DefaultRestartTime
 		if d := v.duration(key("restart_time"), s.RestartTime, time.Second, 4095*time.Second, "the graceful restart time is 1s..4095s (RFC 4724: 12 bits)"); d > 0 {
 			out.RestartTime = d
+		}
+	}
+	out.MaxPrefixes = DefaultMaxPrefixes
+	if p := s.MaxPrefixes; p != nil {
+		if *p < 0 || *p > maxMaxPrefixes {
+			v.add(key("max_prefixes"), "%d is not a count: use the most routes the router may send per family (default %d), or 0 for no limit", *p, DefaultMaxPrefixes)
+		} else {
+			out.MaxPrefixes = uint32(*p)
 		}
 	}
 	out.ConnectRetry = DefaultConnectRetry
@@ -351,6 +372,16 @@ func (c *Config) Warnings() []string {
 		if n.Profile == "" {
 			out = append(out, fmt.Sprintf("neighbor %s has no profile: it gets every rule (profile \"generic\"); set profile = one of %s so that rules its router cannot take are held back (contrib/routers/README.md)",
 				n.Address, strings.Join(profile.Names(), ", ")))
+		}
+	}
+	for _, n := range c.Neighbors {
+		if n.MaxPrefixes == 0 {
+			out = append(out, fmt.Sprintf("neighbor %s has max_prefixes = 0: a router that sends its full table makes ribkeeper hold every route in memory (about 1 KB each); leave max_prefixes out for the default %d", n.Address, DefaultMaxPrefixes))
+		}
+	}
+	for _, g := range c.PeerGroups {
+		if g.MaxPrefixes == 0 {
+			out = append(out, fmt.Sprintf("peer group %q has max_prefixes = 0: a router that sends its full table makes ribkeeper hold every route in memory (about 1 KB each); leave max_prefixes out for the default %d", g.Name, DefaultMaxPrefixes))
 		}
 	}
 	for _, g := range c.PeerGroups {

@@ -29,6 +29,7 @@ password_env = "RK_TEST_PW"
 graceful_restart = true
 restart_time = "60s"
 connect_retry = "10s"
+max_prefixes = 500
 
 [[neighbor]]
 address = "2001:db8::2"
@@ -41,6 +42,7 @@ name = "edge"
 asn = 65010
 families = ["ipv4-flowspec"]
 password = "s3cret"
+max_prefixes = 0
 
 [[dynamic_neighbor]]
 prefix = "10.0.0.0/24"
@@ -80,16 +82,19 @@ func TestEveryKnob(t *testing.T) {
 	want := Neighbor{Address: netip.MustParseAddr("127.0.0.2"), Port: 1790, LocalAddress: netip.MustParseAddr("127.0.0.1"), Passive: true,
 		Session: Session{ASN: 65001, Families: []flowspec.Family{flowspec.IPv4, flowspec.IPv4Unicast, flowspec.IPv6Unicast},
 			HoldTime: 30 * time.Second, KeepaliveInterval: 5 * time.Second, MultihopTTL: 2, Password: "from-env",
-			GracefulRestart: true, RestartTime: 60 * time.Second, ConnectRetry: 10 * time.Second, Description: "edge"}}
+			GracefulRestart: true, RestartTime: 60 * time.Second, ConnectRetry: 10 * time.Second, MaxPrefixes: 500, Description: "edge"}}
 	if !reflect.DeepEqual(n, want) {
 		t.Errorf("neighbor 1:\n got  %+v\n want %+v", n, want)
 	}
-	if n := cfg.Neighbors[1]; n.Password != "from-file" || n.RestartTime != DefaultRestartTime || n.Port != 179 || n.ConnectRetry != DefaultConnectRetry ||
+	if n := cfg.Neighbors[1]; n.Password != "from-file" || n.RestartTime != DefaultRestartTime || n.Port != 179 || n.ConnectRetry != DefaultConnectRetry || n.MaxPrefixes != DefaultMaxPrefixes ||
 		!reflect.DeepEqual(n.Families, []flowspec.Family{flowspec.IPv4, flowspec.IPv6}) {
 		t.Errorf("neighbor 2: %+v", n)
 	}
-	if len(cfg.PeerGroups) != 1 || cfg.PeerGroups[0].Name != "edge" || cfg.PeerGroups[0].Password != "s3cret" || cfg.PeerGroups[0].ASN != 65010 {
+	if len(cfg.PeerGroups) != 1 || cfg.PeerGroups[0].Name != "edge" || cfg.PeerGroups[0].Password != "s3cret" || cfg.PeerGroups[0].ASN != 65010 || cfg.PeerGroups[0].MaxPrefixes != 0 {
 		t.Errorf("peer groups: %+v", cfg.PeerGroups)
+	}
+	if w := strings.Join(cfg.Warnings(), "\n"); !strings.Contains(w, `peer group "edge" has max_prefixes = 0`) || strings.Contains(w, "neighbor 127.0.0.2 has max_prefixes") {
+		t.Errorf("warnings about max_prefixes: %s", w)
 	}
 	if len(cfg.DynamicNeighbors) != 1 || cfg.DynamicNeighbors[0] != (DynamicNeighbor{netip.MustParsePrefix("10.0.0.0/24"), "edge"}) {
 		t.Errorf("dynamic: %+v", cfg.DynamicNeighbors)
@@ -142,6 +147,7 @@ func TestSessionErrors(t *testing.T) {
 		{"password too long", nb + "password = \"" + strings.Repeat("x", 81) + "\"\n", "neighbor.0.password", 8, "limit is 80"},
 		{"restart without gr", nb + "restart_time = \"60s\"\n", "neighbor.0.restart_time", 8, "graceful_restart = true"},
 		{"restart too long", nb + "graceful_restart = true\nrestart_time = \"2h\"\n", "neighbor.0.restart_time", 9, "4095s"},
+		{"negative max prefixes", nb + "max_prefixes = -1\n", "neighbor.0.max_prefixes", 8, "0 for no limit"},
 		{"connect retry too short", nb + "connect_retry = \"1s\"\n", "neighbor.0.connect_retry", 8, "2s..1h"},
 		{"family twice", nb + "families = [\"ipv4-unicast\", \"ipv4-unicast\"]\n", "neighbor.0.families", 8, "twice"},
 		{"unknown family", nb + "families = [\"l2vpn-evpn\"]\n", "neighbor.0.families", 8, "ipv4-unicast"},

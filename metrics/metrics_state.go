@@ -77,7 +77,7 @@ var (
 		"Rules of the peer's families that its router profile keeps from it (a component, operator or action it cannot take, or past its rule cap).",
 		[]string{"peer", "profile"}, nil)
 	descPeerReceived = prometheus.NewDesc(metricsNamespace+"_peer_prefixes_received",
-		"Routes the peer sent (all rejected by the import policy).",
+		"Routes the peer sent (all rejected by the import policy, held while the session is up; bounded by max_prefixes).",
 		[]string{"peer"}, nil)
 	descRIBPaths = prometheus.NewDesc(metricsNamespace+"_rib_paths",
 		"Locally originated paths in the BGP RIB (the mirror), by family.",
