@@ -40,6 +40,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
@@ -172,10 +173,22 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Output:     stderr,
 	})
 	build := buildinfo.Read()
-	log.Info("starting", "version", build.Short(), "commit", build.Commit, "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
+	log.Info("starting", "version", build.Short(), "commit", cmp.Or(build.Commit, "unknown"), "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+
+	// A second instance on the same socket or store stops here, before it
+	// touches the store, the speaker or a router.
+	own := instance.Config{Socket: cfg.API.Socket}
+	if cfg.Store.Driver == "sqlite" {
+		own.StoreFile = cfg.Store.Path
+	}
+	claim, err := instance.Claim(own)
+	if err != nil {
+		return err
+	}
+	defer claim.Release()
 
 	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site,
 		Logger: log.Named("store")})
