@@ -196,6 +196,11 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// On PostgreSQL, one running instance per site, also before anything
+	// starts.
+	if err := st.ClaimSite(ctx); err != nil {
+		return err
+	}
 
 	bc := bgpConfig(cfg)
 	// Graceful-restart sessions come up once the whole desired table is

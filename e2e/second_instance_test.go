@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+	"github.com/ribkeeper/ribkeeper/store/pgtest"
 )
 
 // runSecond starts another ribkeeper on conf and waits for it to exit; it
@@ -112,4 +114,41 @@ func TestSecondInstanceRefused(t *testing.T) {
 		t.Errorf("BIRD's session with the first ribkeeper changed: established since %q, now %q (%v)", before, after, err)
 	}
 	d.mustCLI("status")
+}
+
+// On a shared PostgreSQL, a second instance of a running site (its own
+// socket, no BGP listener) exits before its speaker starts, naming the
+// running one's host and pid; an instance of another site starts.
+func TestSecondInstanceSamePostgresSite(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	dsn := srv.NewDatabase(t)
+	dir := t.TempDir()
+	conf := func(name, site string) string {
+		p := filepath.Join(dir, name+".toml")
+		text := fmt.Sprintf("site = %q\n[bgp]\nasn = 65000\nrouter_id = \"127.0.0.1\"\nlisten_port = -1\n"+
+			"[store]\ndriver = \"postgres\"\ndsn = %q\n[api]\nsocket = %q\n", site, dsn, filepath.Join(dir, name+".sock"))
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := &daemon{t: t, dir: dir, conf: conf("first", "fra"), socket: filepath.Join(dir, "first.sock")}
+	t.Cleanup(first.stop)
+	first.start()
+
+	out := runSecond(t, conf("second", "fra"))
+	host, _ := os.Hostname()
+	for _, want := range []string{`another ribkeeper already serves site "fra"`,
+		fmt.Sprintf("host=%s pid=%d", host, first.cmd.Process.Pid), "own site"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("second instance of site fra: output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "speaker started") {
+		t.Errorf("second instance of site fra started its speaker:\n%s", out)
+	}
+
+	other := &daemon{t: t, dir: t.TempDir(), conf: conf("other", "ams"), socket: filepath.Join(dir, "other.sock")}
+	t.Cleanup(other.stop)
+	other.start()
 }
