@@ -7,12 +7,25 @@ BIN     := bin/ribkeeper
 CONFIG  ?= config.example.toml
 FUZZTIME ?= 20s
 
+# What `ribkeeper version` and the ribkeeper_build_info metric report, set
+# at link time (see buildinfo/). Outside a git checkout (a source archive)
+# the commit is "none" and the version "unknown" unless VERSION is given.
+# SOURCE_DATE_EPOCH, if set, fixes the build date (reproducible builds).
+GIT_VERSION := $(shell git describe --tags --always --dirty 2>/dev/null)
+GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+VERSION    ?= $(or $(GIT_VERSION),unknown)
+COMMIT     ?= $(or $(GIT_COMMIT),none)
+BUILD_DATE ?= $(shell date -u $(if $(SOURCE_DATE_EPOCH),-d @$(SOURCE_DATE_EPOCH)) +%Y-%m-%dT%H:%M:%SZ)
+BUILDINFO  := github.com/ribkeeper/ribkeeper/buildinfo
+LDFLAGS    := -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
+
 .PHONY: all build run test vet bench fuzz clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) .
+	@test -n "$(GIT_COMMIT)" || echo "not a git checkout: the binary will report commit none and version $(VERSION) (make VERSION=... names it)"
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) .
 
 # Builds and serves with the example configuration (SQLite under ./data/,
 # BGP on 127.0.0.1:1790, control socket ./data/ribkeeper.sock).

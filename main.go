@@ -14,6 +14,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -34,10 +35,12 @@ import (
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/buildinfo"
 	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
@@ -54,6 +57,7 @@ usage:
   ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
   ribkeeper flowspec decode --family ipv4|ipv6 HEX
   ribkeeper profiles [RULE]               the router profiles; with a rule, which of them take it
+  ribkeeper version                       version, commit, build date, Go and GoBGP versions (also --version)
 ` + cli.Synopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
@@ -103,6 +107,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return profilesCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown":
 		return cli.Main(ctx, args, stdout, stderr)
+	case "version", "--version", "-version":
+		buildinfo.Read().Write(stdout)
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -165,10 +172,23 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		JSONFormat: cfg.Log.Format == "json",
 		Output:     stderr,
 	})
-	log.Info("starting", "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
+	build := buildinfo.Read()
+	log.Info("starting", "version", build.Short(), "commit", cmp.Or(build.Commit, "unknown"), "config", cfg.File, "site", cfg.Site, "asn", cfg.BGP.ASN, "store", cfg.Store.Driver)
 	for _, w := range cfg.Warnings() {
 		log.Warn(w)
 	}
+
+	// A second instance on the same socket or store stops here, before it
+	// touches the store, the speaker or a router.
+	own := instance.Config{Socket: cfg.API.Socket}
+	if cfg.Store.Driver == "sqlite" {
+		own.StoreFile = cfg.Store.Path
+	}
+	claim, err := instance.Claim(own)
+	if err != nil {
+		return err
+	}
+	defer claim.Release()
 
 	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site,
 		Logger: log.Named("store")})
@@ -176,6 +196,11 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// On PostgreSQL, one running instance per site, also before anything
+	// starts.
+	if err := st.ClaimSite(ctx); err != nil {
+		return err
+	}
 
 	bc := bgpConfig(cfg)
 	// Graceful-restart sessions come up once the whole desired table is
@@ -192,6 +217,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	defer sp.Stop()
 
 	mx := metrics.New(log.Named("metrics"))
+	mx.SetBuild(metrics.Build{Version: build.Short(), Commit: cmp.Or(build.Commit, "unknown"), GoVersion: build.GoVersion, GoBGP: build.GoBGP})
 	// The event stream (GET /v1/events) hears every pass: rules it
 	// finished, and the peer changes that woke it.
 	limits := apiLimits(cfg)

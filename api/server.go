@@ -79,6 +79,7 @@ type Option func(*options)
 type options struct {
 	maxBodyBytes    int64
 	shutdownTimeout time.Duration
+	socketCheck     time.Duration
 	now             func() time.Time
 	metrics         http.Handler
 	observer        RequestObserver
@@ -144,6 +145,16 @@ func WithShutdownTimeout(d time.Duration) Option {
 	}
 }
 
+// WithSocketCheck sets how often Serve checks that the control socket's
+// file is still there (default DefaultSocketCheck).
+func WithSocketCheck(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.socketCheck = d
+		}
+	}
+}
+
 // WithClock sets the clock of the API's own times (default time.Now).
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {
@@ -172,7 +183,7 @@ func New(log hclog.Logger, rules Rules, gate Gate, rib RIB, opts ...Option) *Ser
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	o := options{maxBodyBytes: DefaultMaxBodyBytes, shutdownTimeout: 5 * time.Second, now: time.Now}
+	o := options{maxBodyBytes: DefaultMaxBodyBytes, shutdownTimeout: 5 * time.Second, socketCheck: DefaultSocketCheck, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -195,13 +206,18 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // within the shutdown timeout) and removes the socket file. It creates
 // the socket's directory if needed, replaces a stale socket file, and
 // refuses to start if another process is listening on socketPath or if
-// socketPath is not a socket.
+// socketPath is not a socket. While it serves, a socket file that was
+// removed is recreated within the socket check interval
+// (WithSocketCheck), with a log line.
 func (s *Server) Serve(ctx context.Context, socketPath string) error {
-	ln, cleanup, err := listenUnix(socketPath)
+	ln, err := newSocketListener(socketPath, s.log)
 	if err != nil {
 		return fmt.Errorf("api: control socket: %w", err)
 	}
-	defer cleanup()
+	defer ln.Close()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go ln.watch(wctx, s.opts.socketCheck)
 	return s.serve(ctx, ln, s.withShutdown(withProfiling(s.handler)), "control socket", socketPath)
 }
 

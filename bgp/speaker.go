@@ -316,7 +316,7 @@ func (s *Speaker) boot(ctx context.Context, load []flowspec.Rule) error {
 	if err := s.call(ctx, "start", func() error {
 		return srv.StartBgp(context.Background(), &api.StartBgpRequest{Global: global})
 	}); err != nil {
-		return err
+		return listenError(err, s.cfg.ListenPort)
 	}
 	if err := s.installImportPolicy(ctx, srv); err != nil {
 		return err

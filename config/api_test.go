@@ -107,7 +107,7 @@ func TestAPIErrors(t *testing.T) {
 		{"bad role", "listen = \"127.0.0.1:1\"\n[[api.token]]\nname = \"x\"\nrole = \"admin\"\ntoken = \"0123456789abcdef\"", "api.token.0.role", "role"},
 		{"no name", "listen = \"127.0.0.1:1\"\n[[api.token]]\nrole = \"read\"\ntoken = \"0123456789abcdef\"", "api.token.0.name", "missing"},
 		{"duplicate name", "listen = \"127.0.0.1:1\"\n" + tok(`token = "0123456789abcdef"`) + tok(`token = "0123456789abcdeg"`), "api.token.1.name", "twice"},
-		{"unknown key", "listen = \"127.0.0.1:1\"\n" + tok("secret = \"0123456789abcdef\""), "api.token.secret", "unknown key"},
+		{"unknown key", "listen = \"127.0.0.1:1\"\n" + tok("secret = \"0123456789abcdef\""), "api.token.0.secret", "unknown key"},
 		{"bad prefix", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["192.0.2.0/24", "192.0.2"]`), "api.token.0.prefixes", `entry 2, "192.0.2", is not a prefix`},
 		{"host bits", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["192.0.2.1/24"]`), "api.token.0.prefixes", "write 192.0.2.0/24"},
 		{"v6 host bits", "listen = \"127.0.0.1:1\"\n" + wtok(`prefixes = ["2001:db8::1/32"]`), "api.token.0.prefixes", "write 2001:db8::/32"},

@@ -5,6 +5,10 @@
 // against the known ones, and every value is validated. All problems are
 // reported together, each with the key it concerns and the line it is on, so
 // an operator can fix a file in one edit instead of one restart per typo.
+// A value of the wrong type, or [name] written for [[name]], is one of
+// those problems, said in the operator's terms, not the end of the check
+// (decode.go); only a TOML syntax error stops it, as nothing after one can
+// be read.
 // Nothing in the returned Config needs checking again by its users.
 package config
 

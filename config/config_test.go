@@ -71,7 +71,7 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 	}{
 		{"unknown top key", "sitee = \"x\"\n" + minimal, "sitee", 1, "unknown key"},
 		{"unknown nested key", minimal + "listen_prot = 1\n", "bgp.listen_prot", 5, "unknown key"},
-		{"unknown neighbor key", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\nasnn = 2\n", "neighbor.asnn", 8, "unknown key"},
+		{"unknown neighbor key", minimal + "[[neighbor]]\naddress = \"127.0.0.2\"\nasn = 1\nasnn = 2\n", "neighbor.0.asnn", 8, "unknown key"},
 		{"bad asn", "[bgp]\nasn = 4294967296\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 2, "AS number"},
 		{"as_trans", "[bgp]\nasn = 23456\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 2, "AS_TRANS"},
 		{"missing asn", "[bgp]\nrouter_id = \"1.1.1.1\"\n", "bgp.asn", 1, "missing"},
@@ -91,7 +91,7 @@ func TestErrorsNameKeyAndLine(t *testing.T) {
 		{"bad max ttl", minimal + "[guardrails]\nmax_ttl = \"never\"\n", "guardrails.max_ttl", 6, "\"none\""},
 		{"default above max", minimal + "[guardrails]\ndefault_ttl = \"2d\"\nmax_ttl = \"24h\"\n", "guardrails.default_ttl", 6, "raise max_ttl"},
 		{"default above default max", minimal + "[guardrails]\ndefault_ttl = \"8d\"\n", "guardrails.default_ttl", 6, "longer than max_ttl 168h"},
-		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "incompatible types"},
+		{"wrong type", "[bgp]\nasn = \"x\"\n", "bgp.asn", 2, "a number is expected"},
 		{"syntax", "[bgp\nasn = 1\n", "", 2, "table name"},
 	}
 	for _, c := range cases {

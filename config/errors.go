@@ -27,7 +27,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Errors is every problem found in one file, in file order of discovery.
+// Errors is every problem found in one file, in file order (problems
+// without a known line last).
 type Errors []*Error
 
 func (es Errors) Error() string {

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -149,23 +149,32 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data)
 }
 
-// Parse validates data as the contents of the file name.
+// Parse validates data as the contents of the file name. Past a TOML
+// syntax error nothing can be read; otherwise every problem of the file
+// is reported, decoding (unknown keys, values of the wrong type) and
+// checks alike, each with its key and line.
 func Parse(name string, data []byte) (*Config, error) {
 	var f file
-	md, err := toml.Decode(string(data), &f)
+	problems, bad, err := decodeFile(string(data), &f)
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
 			return nil, Errors{{File: name, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
 		}
-		return nil, Errors{decodeError(name, err)}
+		return nil, Errors{{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
 	}
 	v := &validator{file: name, lines: indexLines(string(data))}
-	for _, k := range md.Undecoded() {
-		v.add(k.String(), "unknown key; check its spelling and section against config.example.toml")
+	for _, p := range problems {
+		v.add(p.key, "%s", p.msg)
 	}
+	v.bad = bad
 	cfg := v.build(&f)
 	if len(v.errs) > 0 {
+		// In file order, those without a line last.
+		sort.SliceStable(v.errs, func(i, j int) bool {
+			a, b := v.errs[i].Line, v.errs[j].Line
+			return a != 0 && (b == 0 || a < b)
+		})
 		return nil, v.errs
 	}
 	cfg.lines = v.lines
@@ -186,9 +195,22 @@ type validator struct {
 	file  string
 	lines map[string]int
 	errs  Errors
+	// bad holds the keys whose value could not be decoded; they were
+	// reported once, and a check does not report them again (as missing).
+	bad map[string]bool
 }
 
 func (v *validator) add(key, format string, args ...any) {
+	for k := key; len(v.bad) > 0; {
+		if v.bad[k] {
+			return
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
 	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(key), Key: key, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -405,17 +427,4 @@ func validName(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// typeErr matches the wording BurntSushi/toml uses for values of the wrong
-// type, which it reports as plain errors rather than ParseError.
-var typeErr = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
-
-func decodeError(name string, err error) *Error {
-	m := typeErr.FindStringSubmatch(err.Error())
-	if m == nil {
-		return &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "toml: ")}
-	}
-	line, _ := strconv.Atoi(m[1])
-	return &Error{File: name, Line: line, Key: m[2], Msg: m[3]}
 }

@@ -45,6 +45,7 @@ type Metrics struct {
 	expiryLateness prometheus.Histogram
 	apiRequests    *prometheus.CounterVec
 	apiDuration    *prometheus.HistogramVec
+	build          *prometheus.GaugeVec
 
 	// totals sums the passes since New, for GET /v1/status.
 	totalsMu sync.Mutex
@@ -96,12 +97,16 @@ func New(log hclog.Logger) *Metrics {
 			Help:    "Time to answer API requests, by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route"}),
+		build: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Name: "build_info",
+			Help: "Always 1; its labels name the running build: version, commit, Go version, GoBGP version (`ribkeeper version`).",
+		}, []string{"version", "commit", "goversion", "gobgp"}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.passes, m.passDuration, m.lastPass, m.announcements, m.withdrawals,
-		m.expiryLateness, m.apiRequests, m.apiDuration,
+		m.expiryLateness, m.apiRequests, m.apiDuration, m.build,
 	)
 	// Families are few and known: show them at zero from the start, so
 	// that rate() works from the first increment.
@@ -117,6 +122,17 @@ func New(log hclog.Logger) *Metrics {
 		m.passes.WithLabelValues(r)
 	}
 	return m
+}
+
+// Build names a build for ribkeeper_build_info.
+type Build struct {
+	Version, Commit, GoVersion, GoBGP string
+}
+
+// SetBuild makes ribkeeper_build_info name b (and only b).
+func (m *Metrics) SetBuild(b Build) {
+	m.build.Reset()
+	m.build.WithLabelValues(b.Version, b.Commit, b.GoVersion, b.GoBGP).Set(1)
 }
 
 // Registry returns the registry, for tests and for adding collectors.

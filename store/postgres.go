@@ -27,6 +27,8 @@ type pgEngine struct {
 	queries sync.Map
 	// listenPID is the backend pid of the LISTEN connection (0: none).
 	listenPID atomic.Uint32
+	// claim holds the site's advisory lock (ClaimSite); nil until then.
+	claim *pgx.Conn
 }
 
 // changesChannel is the NOTIFY channel; a trigger on rules notifies it.
@@ -165,6 +167,11 @@ func (e *pgEngine) hint() string {
 }
 
 func (e *pgEngine) close() error {
+	if e.claim != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		e.claim.Close(ctx) // releases the site's lock
+		cancel()
+	}
 	e.pool.Close()
 	return nil
 }
