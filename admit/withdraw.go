@@ -36,11 +36,11 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 			return store.Rule{}, fromStore(&store.DeclaredError{ID: cur.ID, Origin: cur.Origin}, id)
 		}
 	}
-	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	early := cur.State == store.Active && !cur.WithdrawRequested && cur.Rule.Match.IsValid()
+	r, err := g.withdraw(ctx, a, id, cur.Rule.Match, early)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
-	g.changed()
 	return r, nil
 }
 
@@ -84,10 +84,50 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	if e.Origin != "" {
 		return nil, fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID)
 	}
-	r, err := g.cfg.Store.Withdraw(ctx, e.ID, a.Name)
+	r, err := g.withdraw(ctx, a, e.ID, e.Match, true)
 	if err != nil {
 		return nil, fromStore(err, e.ID)
 	}
-	g.changed()
 	return []store.Rule{r}, nil
+}
+
+// withdraw stores the withdrawal of the active rule id, whose match is m,
+// for a; the caller holds g.mu and made every check. When mayEarly and
+// the store expects the commit to succeed (Config.EarlyWithdrawReady),
+// the path leaves the speaker while the commit runs, under the contract
+// of the early announcement: from then on the commit is not abandoned
+// with the client, and a commit that fails settles at once, so that the
+// reconciler announces the rule, still active, again and the caller gets
+// the store's error.
+func (g *Gate) withdraw(ctx context.Context, a Actor, id int64, m flowspec.Match, mayEarly bool) (store.Rule, error) {
+	early := mayEarly && g.cfg.Early != nil && g.earlyWithdrawReady(ctx, id)
+	if early {
+		g.cfg.Early.WithdrawEarly(m)
+		ctx = context.WithoutCancel(ctx)
+	}
+	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	if early {
+		g.cfg.Early.Settle(m)
+	}
+	if err != nil {
+		if early {
+			g.cfg.Log.Warn("withdrawal not stored after its path left ahead of the commit; the rule is announced again", "rule", id, "error", err)
+		}
+		return store.Rule{}, err
+	}
+	g.changed()
+	return r, nil
+}
+
+// earlyWithdrawReady asks the store whether withdrawing id is expected to
+// commit now and to take a path of this site off.
+func (g *Gate) earlyWithdrawReady(ctx context.Context, id int64) bool {
+	if g.cfg.EarlyWithdrawReady == nil {
+		return true
+	}
+	err := g.cfg.EarlyWithdrawReady(ctx, id)
+	if err != nil {
+		g.cfg.Log.Debug("no early withdrawal: the store may refuse the write; withdrawing after the commit", "rule", id, "error", err)
+	}
+	return err == nil
 }
