@@ -24,6 +24,9 @@ type Store interface {
 	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
 	WithdrawMany(ctx context.Context, items []store.WithdrawItem, actor string) ([]store.Rule, error)
 	Get(ctx context.Context, id int64) (store.Rule, error)
+	// GetBrief returns a rule without its text, reason, times and
+	// status: what a withdrawal checks.
+	GetBrief(ctx context.Context, id int64) (store.Rule, error)
 	// ActiveRules returns the active rules, brief (no reason or sites).
 	ActiveRules(ctx context.Context) ([]store.Rule, error)
 	// ActiveFrom returns the active rules a configuration declared.
@@ -61,11 +64,11 @@ type Config struct {
 	// expected to succeed and makes the rule desired at this site.
 	Early      Early
 	EarlyReady func(context.Context, store.Input) error
-	// EarlyWithdrawReady, likewise, says whether withdrawing the active
-	// rule id is expected to commit and to take a path of this site off
-	// (nil: always; *store.Store's EarlyWithdrawOK); only then does a
-	// single withdrawal leave ahead of its commit.
-	EarlyWithdrawReady func(ctx context.Context, id int64) error
+	// EarlyWithdrawReady, likewise, says whether withdrawing the rule as
+	// just read (GetBrief) is expected to commit and to take a path of
+	// this site off (nil: always; *store.Store's EarlyWithdrawOK); only
+	// then does a single withdrawal leave ahead of its commit.
+	EarlyWithdrawReady func(store.Rule) error
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()

@@ -435,11 +435,11 @@ func TestEarlyWithdrawalOnlyWhenReady(t *testing.T) {
 	st := openStore(t, nil)
 	e := &early{}
 	var notReady error
-	ready := func(ctx context.Context, id int64) error {
+	ready := func(r store.Rule) error {
 		if notReady != nil {
 			return notReady
 		}
-		return st.EarlyWithdrawOK(ctx, id)
+		return st.EarlyWithdrawOK(r)
 	}
 	g := admit.New(admit.Config{Store: st, Early: e, EarlyWithdrawReady: ready})
 	add := func(r admit.Request) store.Rule {

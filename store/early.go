@@ -236,36 +236,19 @@ func bytesText(n uint64) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
-// EarlyWithdrawOK reports whether Withdraw(id), called now, is expected
-// to commit and to take a path of this site off the routers: nil if so.
-// Otherwise ErrNotEarly says why (the rule is not active here, its
-// withdrawal is already requested, or the store's condition as for
-// EarlyOK). A withdrawal checks nothing of its input, so only the row
-// and the store's health decide. It writes nothing; it costs one indexed
-// read (and a statfs on SQLite).
-func (s *Store) EarlyWithdrawOK(ctx context.Context, id int64) error {
-	if err := s.condition(); err != nil {
-		return err
-	}
-	cctx, cancel := s.call(ctx, 1)
-	defer cancel()
-	var (
-		state     string
-		requested bool
-		sites     dbText
-	)
-	err := s.eng.reader().queryRow(cctx, `SELECT state, withdraw_requested, sites FROM rules WHERE id = ?`, id).
-		Scan(&state, &requested, &sites)
+// EarlyWithdrawOK reports whether Withdraw(r.ID), called now for the
+// rule r as just read (GetBrief), is expected to commit and to take a
+// path of this site off the routers: nil if so. Otherwise ErrNotEarly
+// says why (the rule is not active here, its withdrawal is already
+// requested, or the store's condition as for EarlyOK). A withdrawal
+// checks nothing of its input, so only the rule and the store's health
+// decide. It neither reads nor writes the database (a statfs on SQLite).
+func (s *Store) EarlyWithdrawOK(r Rule) error {
 	switch {
-	case errors.Is(err, errNoRows):
-		return fmt.Errorf("%w: rule %d does not exist", ErrNotEarly, id)
-	case err != nil:
-		return fmt.Errorf("%w: %w", ErrNotEarly, s.wrap(ctx, "read the stored rule", err))
-	case State(state) != Active || requested:
-		return fmt.Errorf("%w: rule %d is not active, or its withdrawal is already requested", ErrNotEarly, id)
+	case r.State != Active || r.WithdrawRequested:
+		return fmt.Errorf("%w: rule %d is not active, or its withdrawal is already requested", ErrNotEarly, r.ID)
+	case len(r.Sites) > 0 && !slices.Contains(r.Sites, s.site):
+		return fmt.Errorf("%w: the rule targets the sites %s, not this one (%s)", ErrNotEarly, strings.Join(r.Sites, ", "), s.site)
 	}
-	if ss := decodeSites(sites.s); len(ss) > 0 && !slices.Contains(ss, s.site) {
-		return fmt.Errorf("%w: the rule targets the sites %s, not this one (%s)", ErrNotEarly, strings.Join(ss, ", "), s.site)
-	}
-	return nil
+	return s.condition()
 }
