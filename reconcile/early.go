@@ -25,6 +25,13 @@ import (
 // path whose write failed (or that the committed rule does not want here)
 // is an orphan and withdrawn. An announcement never outlives a write that did
 // not happen, and the acknowledgement still means "stored".
+//
+// Early withdrawal (WithdrawEarly) is the same the other way: time to
+// withdraw. The path leaves while the commit that withdraws its rule
+// runs; until that write settles (or EarlyGrace) a pass does not put it
+// back, although the store may still show the rule active. Once settled
+// the store decides again: a withdrawn rule finishes, a rule whose
+// withdrawal failed is still desired and is announced again at once.
 
 // EarlyGrace is how long an early announcement waits for its store commit
 // before the reconciler treats the path as an orphan.
