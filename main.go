@@ -238,7 +238,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// the guardrails' enforcement, goes through the admission gate.
 	gate := admit.New(admit.Config{
 		Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits,
-		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, Changed: events.Nudge, Log: log.Named("admit"),
+		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, EarlyWithdrawReady: st.EarlyWithdrawOK, Changed: events.Nudge, Log: log.Named("admit"),
 	})
 	// Guardrails changed while the daemon was down apply before the first
 	// pass announces anything.

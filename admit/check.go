@@ -91,6 +91,17 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 	}
 	for i := range ps {
 		ds[i].Apply(&ps[i].in)
+		// A TTL stays relative until the commit: the store counts it from
+		// when it stores the rule (store.Input.TTL), so a write that waits
+		// behind a large commit keeps its whole TTL instead of being
+		// refused as "not in the future". ExpiresAt stays the estimate
+		// the guardrails checked.
+		switch {
+		case ps[i].ttlGiven && !ps[i].never:
+			ps[i].in.TTL = ps[i].ttl
+		case ds[i].DefaultTTL:
+			ps[i].in.TTL = ds[i].ExpiresAt.Sub(now)
+		}
 	}
 	if rate > 0 && !dry {
 		g.rates.record(a.Name, now, created)

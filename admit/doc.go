@@ -39,4 +39,18 @@
 // Once announced, the commit is not abandoned when the client goes away,
 // so an announcement never outlives a write that did not happen and a
 // refused write never reaches a router.
+//
+// Early withdrawal, the same contract the other way: a single withdrawal
+// (Withdraw, WithdrawMatch) of an active rule of this site takes its
+// path off the speaker while the commit runs, only while the store
+// expects that commit (Config.EarlyWithdrawReady, the store's
+// EarlyWithdrawOK), and the commit is then not abandoned with the
+// client. Should the store refuse it after all, the write settles at
+// once: the reconciler announces the rule, still active, again, and the
+// caller gets the store's error.
+//
+// A TTL stays relative until the commit: the gate hands the store the
+// TTL given (or the default one) as store.Input.TTL, which the store
+// counts from the transaction that stores the rule, so that a write
+// queued behind a large commit is never refused for having waited.
 package admit

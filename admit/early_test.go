@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,14 +36,33 @@ func (h *heldStore) Upsert(ctx context.Context, in store.Input) (store.Rule, boo
 	return h.Store.Upsert(ctx, in)
 }
 
+// Withdraw is held like Upsert, on the same channels.
+func (h *heldStore) Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error) {
+	h.entered <- struct{}{}
+	if err := <-h.release; err != nil {
+		return store.Rule{}, err
+	}
+	return h.Store.Withdraw(ctx, id, actor)
+}
+
+// passCounter counts the reconciler's passes.
+type passCounter struct{ n atomic.Int64 }
+
+func (c *passCounter) PassDone(reconcile.PassResult)     { c.n.Add(1) }
+func (c *passCounter) Announced(flowspec.Family, string) {}
+func (c *passCounter) Withdrawn(flowspec.Family, string) {}
+func (c *passCounter) ExpiryLateness(time.Duration)      {}
+
 // earlyRig is the gate over a held real store, with a real reconciler
 // and an in-process GoBGP. The reconciler's clock stands still, so an
 // early announcement's grace never ends by itself: a withdrawal can only
 // come from the write being settled.
 type earlyRig struct {
-	gate *admit.Gate
-	st   *heldStore
-	sp   *bgp.Speaker
+	gate   *admit.Gate
+	st     *heldStore
+	sp     *bgp.Speaker
+	rec    *reconcile.Reconciler
+	passes *passCounter
 }
 
 func newEarlyRig(t *testing.T) *earlyRig {
@@ -61,7 +81,8 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	}
 	t.Cleanup(sp.Stop)
 	waitUntil(t, "the RIB mirror is ready", func() bool { return sp.Paths(func(flowspec.Match, flowspec.Action) {}) })
-	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now())})
+	passes := &passCounter{}
+	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -69,7 +90,8 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	held := &heldStore{Store: st, entered: make(chan struct{}), release: make(chan error)}
-	return &earlyRig{gate: admit.New(admit.Config{Store: held, Early: rec, EarlyReady: held.EarlyOK}), st: held, sp: sp}
+	g := admit.New(admit.Config{Store: held, Early: rec, EarlyReady: held.EarlyOK, EarlyWithdrawReady: held.EarlyWithdrawOK})
+	return &earlyRig{gate: g, st: held, sp: sp, rec: rec, passes: passes}
 }
 
 func (r *earlyRig) inRIB(m flowspec.Match) bool {
@@ -146,6 +168,131 @@ func TestEarlyAnnouncedWriteThatFailsIsWithdrawn(t *testing.T) {
 	if rows, err := r.st.ActiveRules(context.Background()); err != nil || len(rows) != 0 {
 		t.Fatalf("active rules after the failed write: %v, %v", rows, err)
 	}
+}
+
+// announced adds text through the rig's gate (its commit let through at
+// once) and waits until the stored rule's status says announced.
+func (r *earlyRig) announced(t *testing.T, text string) store.Rule {
+	t.Helper()
+	done := make(chan error, 1)
+	var stored store.Rule
+	go func() {
+		var err error
+		stored, _, err = r.gate.Add(context.Background(), noc, req(text))
+		done <- err
+	}()
+	<-r.st.entered
+	r.st.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the rule announced and its status written", func() bool {
+		got, err := r.st.Get(context.Background(), stored.ID)
+		return err == nil && got.Announced && r.inRIB(stored.Rule.Match)
+	})
+	return stored
+}
+
+// settledPass waits until a pass that started after this call ended.
+func (r *earlyRig) settledPass(t *testing.T) {
+	t.Helper()
+	n := r.passes.n.Load()
+	r.rec.Trigger()
+	// The pass running now may have started before the call: wait for
+	// the one after it too.
+	waitUntil(t, "two more reconcile passes", func() bool {
+		if r.passes.n.Load() == n+1 {
+			r.rec.Trigger()
+		}
+		return r.passes.n.Load() >= n+2
+	})
+}
+
+// A withdrawal leaves ahead of its commit: the path is gone while the
+// commit is still held, no pass puts it back although the store still
+// shows the rule active, and once the commit lands (the client having
+// gone away meanwhile) the rule is withdrawn for good.
+func TestEarlyWithdrawal(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.20/32 then discard")
+	ctx, hangUp := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.gate.Withdraw(ctx, noc, rule.ID)
+		done <- err
+	}()
+	<-r.st.entered
+	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	r.settledPass(t)
+	if r.inRIB(rule.Rule.Match) {
+		t.Fatal("a pass announced the rule again while its withdrawal was committing")
+	}
+	if got, err := r.st.Get(context.Background(), rule.ID); err != nil || got.State != store.Active || got.WithdrawRequested {
+		t.Fatalf("before the commit the store should still show the rule active: %+v, %v", got, err)
+	}
+	hangUp()
+	r.st.release <- nil
+	if err := <-done; err != nil {
+		t.Fatalf("the withdrawal of a client that hung up after the path left: %v", err)
+	}
+	waitUntil(t, "the rule finished as withdrawn", func() bool {
+		got, err := r.st.Get(context.Background(), rule.ID)
+		return err == nil && got.State == store.Withdrawn && !got.Announced
+	})
+	r.settledPass(t)
+	if r.inRIB(rule.Rule.Match) {
+		t.Fatal("the withdrawn rule's path came back")
+	}
+}
+
+// A withdrawal that the store refuses after its path left ahead of the
+// commit is announced again at once (not at the end of the grace: the
+// reconciler's clock stands still), and the caller gets the store's
+// error; the rule stays active.
+func TestEarlyWithdrawalThatFailsIsAnnouncedAgain(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.21/32 then discard")
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.gate.Withdraw(context.Background(), noc, rule.ID)
+		done <- err
+	}()
+	<-r.st.entered
+	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	failure := errors.New("store: withdraw rule: database unavailable: disk I/O error (injected)")
+	r.st.release <- failure
+	if err := <-done; !errors.Is(err, failure) {
+		t.Fatalf("the caller got %v, want the store's error", err)
+	}
+	waitUntil(t, "the rule announced again", func() bool { return r.inRIB(rule.Rule.Match) })
+	got, err := r.st.Get(context.Background(), rule.ID)
+	if err != nil || got.State != store.Active || got.WithdrawRequested {
+		t.Fatalf("after the failed withdrawal: %+v, %v", got, err)
+	}
+	if a, _, _ := r.sp.Path(rule.Rule.Match); a != rule.Rule.Action {
+		t.Fatalf("announced again with action %v, want %v", a, rule.Rule.Action)
+	}
+}
+
+// WithdrawMatch (POST /v1/rules/withdraw) takes the same early path.
+func TestEarlyWithdrawalByMatch(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.22/32 then discard")
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.gate.WithdrawMatch(context.Background(), noc, rule.Rule.String())
+		done <- err
+	}()
+	<-r.st.entered
+	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	r.st.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the rule finished as withdrawn", func() bool {
+		got, err := r.st.Get(context.Background(), rule.ID)
+		return err == nil && got.State == store.Withdrawn
+	})
 }
 
 // tWriter sends a logger's lines to the test's log.

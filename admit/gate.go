@@ -24,6 +24,9 @@ type Store interface {
 	Withdraw(ctx context.Context, id int64, actor string) (store.Rule, error)
 	WithdrawMany(ctx context.Context, items []store.WithdrawItem, actor string) ([]store.Rule, error)
 	Get(ctx context.Context, id int64) (store.Rule, error)
+	// GetBrief returns a rule without its text, reason, times and
+	// status: what a withdrawal checks.
+	GetBrief(ctx context.Context, id int64) (store.Rule, error)
 	// ActiveRules returns the active rules, brief (no reason or sites).
 	ActiveRules(ctx context.Context) ([]store.Rule, error)
 	// ActiveFrom returns the active rules a configuration declared.
@@ -37,12 +40,13 @@ type Store interface {
 	Site() string
 }
 
-// Early announces a rule ahead of its commit (implemented by
-// *reconcile.Reconciler): AnnounceEarly hands it to the speaker, Settle
-// says the write is done (committed or failed) so the reconciler decides
-// from the store again.
+// Early changes the speaker ahead of a commit (implemented by
+// *reconcile.Reconciler): AnnounceEarly hands a rule to the speaker,
+// WithdrawEarly takes a rule's path off it, Settle says the write is done
+// (committed or failed) so the reconciler decides from the store again.
 type Early interface {
 	AnnounceEarly(flowspec.Rule)
+	WithdrawEarly(flowspec.Match)
 	Settle(flowspec.Match)
 }
 
@@ -60,6 +64,11 @@ type Config struct {
 	// expected to succeed and makes the rule desired at this site.
 	Early      Early
 	EarlyReady func(context.Context, store.Input) error
+	// EarlyWithdrawReady, likewise, says whether withdrawing the rule as
+	// just read (GetBrief) is expected to commit and to take a path of
+	// this site off (nil: always; *store.Store's EarlyWithdrawOK); only
+	// then does a single withdrawal leave ahead of its commit.
+	EarlyWithdrawReady func(store.Rule) error
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()

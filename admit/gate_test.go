@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -210,6 +211,7 @@ func ptr[T any](v T) *T { return &v }
 type early struct {
 	mu        sync.Mutex
 	announced []flowspec.Match
+	withdrawn []flowspec.Match
 	settled   []flowspec.Match
 }
 
@@ -217,6 +219,12 @@ func (e *early) AnnounceEarly(r flowspec.Rule) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.announced = append(e.announced, r.Match)
+}
+
+func (e *early) WithdrawEarly(m flowspec.Match) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.withdrawn = append(e.withdrawn, m)
 }
 
 func (e *early) Settle(m flowspec.Match) {
@@ -417,4 +425,66 @@ func mustParse(t *testing.T, text string) flowspec.Rule {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// A single withdrawal goes to the speaker before its commit only for an
+// active rule of this site whose withdrawal is not requested yet, and
+// only while the store expects the commit to succeed; it always settles.
+func TestEarlyWithdrawalOnlyWhenReady(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, nil)
+	e := &early{}
+	var notReady error
+	ready := func(r store.Rule) error {
+		if notReady != nil {
+			return notReady
+		}
+		return st.EarlyWithdrawOK(r)
+	}
+	g := admit.New(admit.Config{Store: st, Early: e, EarlyWithdrawReady: ready})
+	add := func(r admit.Request) store.Rule {
+		t.Helper()
+		stored, _, err := g.Add(ctx, noc, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored
+	}
+	withdrawn := func() []flowspec.Match {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return slices.Clone(e.withdrawn)
+	}
+
+	a := add(req("match destination 203.0.113.30/32 then discard"))
+	notReady = fmt.Errorf("the last commit failed: %w", store.ErrNotEarly)
+	if _, err := g.Withdraw(ctx, noc, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if w := withdrawn(); len(w) != 0 {
+		t.Fatalf("withdrawn early while the store did not expect the commit: %v", w)
+	}
+	notReady = nil
+
+	b := add(req("match destination 203.0.113.31/32 then discard"))
+	settled := len(e.settled)
+	if _, err := g.Withdraw(ctx, noc, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if w := withdrawn(); len(w) != 1 || w[0] != b.Rule.Match || len(e.settled) != settled+1 || e.settled[settled] != b.Rule.Match {
+		t.Fatalf("ready store: withdrawn early %v, settled %v", w, e.settled)
+	}
+	// Already on its way out: nothing leaves again.
+	if _, err := g.Withdraw(ctx, noc, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A rule for another site has no path here.
+	other := []string{"fra1"}
+	c := add(admit.Request{Text: "match destination 203.0.113.32/32 then discard", Sites: &other, AllowUnknownSites: true})
+	if _, err := g.WithdrawMatch(ctx, noc, c.Rule.String()); err != nil {
+		t.Fatal(err)
+	}
+	if w := withdrawn(); len(w) != 1 {
+		t.Fatalf("a repeated withdrawal or another site's rule was withdrawn early: %v", w)
+	}
 }

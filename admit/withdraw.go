@@ -19,7 +19,9 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	cur, err := g.cfg.Store.Get(ctx, id)
+	// The brief read: the withdrawal leaves as soon as the checks are
+	// done (time to withdraw), and the answer is the rule as withdrawn.
+	cur, err := g.cfg.Store.GetBrief(ctx, id)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
@@ -36,11 +38,10 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 			return store.Rule{}, fromStore(&store.DeclaredError{ID: cur.ID, Origin: cur.Origin}, id)
 		}
 	}
-	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	r, err := g.withdraw(ctx, a, cur)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
-	g.changed()
 	return r, nil
 }
 
@@ -84,10 +85,61 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	if e.Origin != "" {
 		return nil, fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID)
 	}
-	r, err := g.cfg.Store.Withdraw(ctx, e.ID, a.Name)
+	cur := store.Rule{ID: e.ID, Rule: flowspec.Rule{Match: e.Match, Action: e.Action}, State: store.Active}
+	if g.cfg.Early != nil {
+		// Whether it may leave early depends on its sites.
+		if cur, err = g.cfg.Store.GetBrief(ctx, e.ID); err != nil {
+			return nil, fromStore(err, e.ID)
+		}
+	}
+	r, err := g.withdraw(ctx, a, cur)
 	if err != nil {
 		return nil, fromStore(err, e.ID)
 	}
-	g.changed()
 	return []store.Rule{r}, nil
+}
+
+// withdraw stores the withdrawal of rule cur (as just read) for a; the
+// caller holds g.mu and made every check. When cur is active here and
+// the store expects the commit to succeed (Config.EarlyWithdrawReady),
+// its path leaves the speaker while the commit runs, under the contract
+// of the early announcement: from then on the commit is not abandoned
+// with the client, and a commit that fails settles at once, so that the
+// reconciler announces the rule, still active, again and the caller gets
+// the store's error.
+func (g *Gate) withdraw(ctx context.Context, a Actor, cur store.Rule) (store.Rule, error) {
+	id, m := cur.ID, cur.Rule.Match
+	early := g.cfg.Early != nil && m.IsValid() && g.earlyWithdrawReady(cur)
+	if early {
+		g.cfg.Early.WithdrawEarly(m)
+		ctx = context.WithoutCancel(ctx)
+	}
+	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	if early {
+		g.cfg.Early.Settle(m)
+	}
+	if err != nil {
+		if early {
+			g.cfg.Log.Warn("withdrawal not stored after its path left ahead of the commit; the rule is announced again", "rule", id, "error", err)
+		}
+		return store.Rule{}, err
+	}
+	g.changed()
+	return r, nil
+}
+
+// earlyWithdrawReady asks the store whether withdrawing cur is expected
+// to commit now and to take a path of this site off.
+func (g *Gate) earlyWithdrawReady(cur store.Rule) bool {
+	if cur.State != store.Active || cur.WithdrawRequested {
+		return false
+	}
+	if g.cfg.EarlyWithdrawReady == nil {
+		return true
+	}
+	err := g.cfg.EarlyWithdrawReady(cur)
+	if err != nil {
+		g.cfg.Log.Debug("no early withdrawal: the store may refuse the write; withdrawing after the commit", "rule", cur.ID, "error", err)
+	}
+	return err == nil
 }

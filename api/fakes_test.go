@@ -122,6 +122,11 @@ func (f *fakeRules) upsert(in store.Input) (store.Rule, bool) {
 	return r, true
 }
 
+// GetBrief is Get: the fake has no columns to leave out.
+func (f *fakeRules) GetBrief(ctx context.Context, id int64) (store.Rule, error) {
+	return f.Get(ctx, id)
+}
+
 func (f *fakeRules) Get(ctx context.Context, id int64) (store.Rule, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -25,37 +25,63 @@ import (
 // path whose write failed (or that the committed rule does not want here)
 // is an orphan and withdrawn. An announcement never outlives a write that did
 // not happen, and the acknowledgement still means "stored".
+//
+// Early withdrawal (WithdrawEarly) is the same the other way: time to
+// withdraw. The path leaves while the commit that withdraws its rule
+// runs; until that write settles (or EarlyGrace) a pass does not put it
+// back, although the store may still show the rule active. Once settled
+// the store decides again: a withdrawn rule finishes, a rule whose
+// withdrawal failed is still desired and is announced again at once.
 
 // EarlyGrace is how long an early announcement waits for its store commit
 // before the reconciler treats the path as an orphan.
 const EarlyGrace = 10 * time.Second
 
-// earlySet holds the Matches announced ahead of their commit, with the
-// time until which they are not orphans. Written by API goroutines, read
-// by passes.
+// earlySet holds the Matches changed on the speaker ahead of their
+// commit (announced, or withdrawn), with the time until which a pass
+// leaves them as they are, and the speaker call still running for each.
+// Written by API goroutines, read by passes.
 type earlySet struct {
 	mu sync.Mutex
-	m  map[flowspec.Match]time.Time
+	m  map[flowspec.Match]earlyEntry
 }
 
-func (e *earlySet) add(m flowspec.Match, until time.Time) {
+type earlyEntry struct {
+	until time.Time
+	// call is closed once the speaker call made ahead of the commit
+	// returned; nil: none to wait for.
+	call chan struct{}
+}
+
+func (e *earlySet) add(m flowspec.Match, until time.Time, call chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
-		e.m = make(map[flowspec.Match]time.Time)
+		e.m = make(map[flowspec.Match]earlyEntry)
 	}
-	e.m[m] = until
+	e.m[m] = earlyEntry{until: until, call: call}
 }
 
-// end ends the grace of m at once, if it has one.
+// end ends the grace of m at once, if it has one, once the speaker call
+// made for it returned (a pass then sees what that call did, and a
+// withdrawal ahead of the commit cannot land after the next pass
+// announced the rule again).
 func (e *earlySet) end(m flowspec.Match) bool {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	_, ok := e.m[m]
-	if ok {
-		e.m[m] = time.Time{}
+	en, ok := e.m[m]
+	e.mu.Unlock()
+	if !ok {
+		return false
 	}
-	return ok
+	if en.call != nil {
+		<-en.call
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cur, ok := e.m[m]; ok && cur.call == en.call {
+		e.m[m] = earlyEntry{}
+	}
+	return true
 }
 
 // expire drops the entries whose grace ended by now and returns their
@@ -63,8 +89,8 @@ func (e *earlySet) end(m flowspec.Match) bool {
 func (e *earlySet) expire(now time.Time) (expired []flowspec.Match) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for m, until := range e.m {
-		if !now.Before(until) {
+	for m, en := range e.m {
+		if !now.Before(en.until) {
 			expired = append(expired, m)
 			delete(e.m, m)
 		}
@@ -77,20 +103,20 @@ func (e *earlySet) next() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var t time.Time
-	for _, until := range e.m {
-		t = earliest(t, until)
+	for _, en := range e.m {
+		t = earliest(t, en.until)
 	}
 	return t
 }
 
-// spare removes from orphans the Matches still within their grace.
-func (e *earlySet) spare(orphans []Item) []Item {
+// spare removes from items the Matches still within their grace.
+func (e *earlySet) spare(items []Item) []Item {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.m) == 0 {
-		return orphans
+		return items
 	}
-	return slices.DeleteFunc(orphans, func(it Item) bool {
+	return slices.DeleteFunc(items, func(it Item) bool {
 		_, early := e.m[it.Match]
 		return early
 	})
@@ -108,7 +134,7 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 		return
 	}
 	r.log.Debug("announcing ahead of the commit", "text", rule)
-	r.early.add(rule.Match, r.now().Add(EarlyGrace))
+	r.early.add(rule.Match, r.now().Add(EarlyGrace), nil)
 	go func() {
 		if err := r.s.Announce(context.Background(), []flowspec.Rule{rule})[0]; err != nil {
 			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "err", err)
@@ -116,11 +142,42 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 	}()
 }
 
-// Settle says that the write behind an early announcement of m is done,
-// committed or failed: the next pass treats the path like any other (a
-// failed write's path is an orphan, unless something else desires it).
+// WithdrawEarly takes the path of m off the speaker ahead of the store
+// commit that withdraws its rule, and returns at once: time to withdraw
+// as time to mitigate. Call it only for an active rule of this site
+// whose withdrawal passed every check and whose commit the store expects
+// to succeed; call Settle once the write returned, committed or failed.
+// Until then (or EarlyGrace at most) a pass does not announce m again,
+// although the store still shows the rule active: a pass that read the
+// store before the commit landed would otherwise put the path straight
+// back. Settle ends that: a committed withdrawal finishes the rule as any
+// other, a failed one leaves the rule active and the next pass announces
+// it again at once. The withdrawal is the speaker's own (Speaker.Withdraw),
+// so a rule held back from some peers is withdrawn only where it went.
+// In a dry run it does nothing.
+func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
+	if r.cfg.DryRun {
+		return
+	}
+	r.log.Debug("withdrawing ahead of the commit", "match", m)
+	call := make(chan struct{})
+	r.leaving.add(m, r.now().Add(EarlyGrace), call)
+	go func() {
+		defer close(call)
+		if err := r.s.Withdraw(context.Background(), []flowspec.Match{m})[0]; err != nil {
+			r.log.Debug("early withdrawal failed; the reconciler withdraws after the commit", "match", m, "err", err)
+		}
+	}()
+}
+
+// Settle says that the write behind an early announcement or withdrawal
+// of m is done, committed or failed: the next pass treats the path like
+// any other (a failed write's path is an orphan, unless something else
+// desires it; a failed withdrawal's rule is announced again). It waits
+// for a withdrawal made ahead of the commit to have reached the speaker.
 func (r *Reconciler) Settle(m flowspec.Match) {
-	if r.early.end(m) {
+	a, w := r.early.end(m), r.leaving.end(m)
+	if a || w {
 		r.Trigger()
 	}
 }

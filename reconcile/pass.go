@@ -114,13 +114,17 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	if snap != nil {
 		full = true // read off the loop; read swaps it in
 	}
-	// Early announcements whose grace ended (their commit never showed
-	// up, or failed) are compared again: orphans now, unless desired.
-	if expired := r.early.expire(now); len(expired) > 0 {
-		for _, m := range expired {
-			r.plan.markDirty(m)
+	// Early announcements and withdrawals whose grace ended (settled, or
+	// their commit never showed up) are compared again: an announcement
+	// is an orphan now unless desired, a withdrawn rule still desired
+	// (its commit failed) is announced again.
+	for _, set := range []*earlySet{&r.early, &r.leaving} {
+		if expired := set.expire(now); len(expired) > 0 {
+			for _, m := range expired {
+				r.plan.markDirty(m)
+			}
+			r.quiet.ok = false
 		}
-		r.quiet.ok = false
 	}
 	if full {
 		res.Full = true
@@ -203,7 +207,7 @@ func (r *Reconciler) compare(now time.Time, res *PassResult, st *statusBatch) (p
 		r.log.Debug("RIB mirror not initialised; waiting")
 		return Plan{}, false, false
 	}
-	p.limit(&r.early, r.cfg.MaxWithdrawPerPass)
+	p.limit(&r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
 	r.reportInvalid(full, st)
 	res.Adopted = r.src.adopted
 	return p, r.s.Len() == 0, true
@@ -303,6 +307,9 @@ func (r *Reconciler) schedule(p Plan, empty bool, now time.Time, res *PassResult
 		return in, ok
 	}
 	adds, _ = q.dequeue(budget, r.plan.wantOf, present, make([]Item, 0, min(budget, len(q.queue))))
+	// A paced addition withdrawn ahead of its commit meanwhile waits for
+	// that write to settle (its Match is compared again then).
+	adds = r.leaving.spare(adds)
 	for _, it := range adds {
 		r.plan.markDirty(it.Match)
 	}
@@ -648,13 +655,14 @@ func (r *Reconciler) storeDone(failed bool, now time.Time) {
 
 // nextRetry is when the loop must wake up for the work queue (a backoff,
 // an expectation that may time out, a paced batch), an early announcement's
-// grace or the store's backoff; zero if nothing waits.
+// or withdrawal's grace or the store's backoff; zero if nothing waits.
 func (r *Reconciler) nextRetry(now time.Time) time.Time {
 	t := r.work.next()
 	if r.storeFail > 0 {
 		t = earliest(t, r.storeNext)
 	}
 	t = earliest(t, r.early.next())
+	t = earliest(t, r.leaving.next())
 	if !t.IsZero() && t.Before(now) {
 		t = now
 	}

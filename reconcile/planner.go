@@ -119,12 +119,18 @@ func (p *Plan) orphan(m flowspec.Match, a flowspec.Action) {
 	p.Withdraw = append(p.Withdraw, Item{Match: m, Action: a})
 }
 
-// limit applies what a plan of orphans cannot know from the two sides: the
-// early announcements still within their grace are not orphans, and more
-// orphans than max (> 0) cap the withdrawal (see Config.MaxWithdrawPerPass).
-func (p *Plan) limit(early *earlySet, max int) {
+// limit applies what a plan cannot know from the two sides: the early
+// announcements still within their grace are not orphans, the early
+// withdrawals still within theirs are not announced again (the store may
+// not show the withdrawal yet), and more orphans than max (> 0) cap the
+// withdrawal (see Config.MaxWithdrawPerPass).
+func (p *Plan) limit(early, leaving *earlySet, max int) {
 	if early != nil {
 		p.Withdraw = early.spare(p.Withdraw)
+	}
+	if leaving != nil {
+		p.Add = leaving.spare(p.Add)
+		p.Update = leaving.spare(p.Update)
 	}
 	p.Capped = max > 0 && len(p.Withdraw) > max
 }
@@ -171,9 +177,9 @@ func diff(desired map[flowspec.Match]Want, actual map[flowspec.Match]flowspec.Ac
 
 // planView is the plan of view v against the mirror's paths (actual): the
 // specification of the full comparison, and what Preview shows.
-func planView(v view, actual map[flowspec.Match]flowspec.Action, early *earlySet, maxWithdraw int) Plan {
+func planView(v view, actual map[flowspec.Match]flowspec.Action, early, leaving *earlySet, maxWithdraw int) Plan {
 	p := diff(v.want, actual, v.retiring, v.hold)
-	p.limit(early, maxWithdraw)
+	p.limit(early, leaving, maxWithdraw)
 	return p
 }
 

@@ -23,7 +23,7 @@ func (r *Reconciler) Preview(ctx context.Context) (Plan, error) {
 	if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { actual[m] = a }) {
 		return Plan{}, ErrMirrorNotReady
 	}
-	p := planView(newView(rows, r.now()), actual, &r.early, r.cfg.MaxWithdrawPerPass)
+	p := planView(newView(rows, r.now()), actual, &r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
 	for _, items := range [][]Item{p.Add, p.Update, p.Adopt, p.Withdraw, p.Retire, p.Finish} {
 		sortItems(items)
 	}

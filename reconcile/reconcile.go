@@ -249,7 +249,8 @@ type Reconciler struct {
 	loaded     chan struct{} // closed by the first complete pass (Loaded)
 	loadedOnce sync.Once
 
-	early earlySet // announced ahead of their commit (early.go)
+	early   earlySet // announced ahead of their commit (early.go)
+	leaving earlySet // withdrawn ahead of their commit (early.go)
 
 	readded, orphaned, replaced atomic.Uint64
 	restarts, reannounced       atomic.Uint64

@@ -65,7 +65,7 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 
 		v := newView(rows, now)
 		r, _, _ := newTest(t, Config{MaxWithdrawPerPass: rng.IntN(8)})
-		want := planView(v, mirror, &r.early, r.cfg.MaxWithdrawPerPass)
+		want := planView(v, mirror, &r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
 
 		r.src.load(rows)
 		var adopted []Item
@@ -91,7 +91,7 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 		if !ok {
 			t.Fatal("mirror not initialised")
 		}
-		got.limit(&r.early, r.cfg.MaxWithdrawPerPass)
+		got.limit(&r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
 		got.Adopt = adopted
 		for _, p := range []*Plan{&want, &got} {
 			for _, items := range [][]Item{p.Add, p.Update, p.Adopt, p.Withdraw, p.Retire, p.Finish} {

@@ -235,3 +235,20 @@ func bytesText(n uint64) string {
 	}
 	return fmt.Sprintf("%d KiB", n>>10)
 }
+
+// EarlyWithdrawOK reports whether Withdraw(r.ID), called now for the
+// rule r as just read (GetBrief), is expected to commit and to take a
+// path of this site off the routers: nil if so. Otherwise ErrNotEarly
+// says why (the rule is not active here, its withdrawal is already
+// requested, or the store's condition as for EarlyOK). A withdrawal
+// checks nothing of its input, so only the rule and the store's health
+// decide. It neither reads nor writes the database (a statfs on SQLite).
+func (s *Store) EarlyWithdrawOK(r Rule) error {
+	switch {
+	case r.State != Active || r.WithdrawRequested:
+		return fmt.Errorf("%w: rule %d is not active, or its withdrawal is already requested", ErrNotEarly, r.ID)
+	case len(r.Sites) > 0 && !slices.Contains(r.Sites, s.site):
+		return fmt.Errorf("%w: the rule targets the sites %s, not this one (%s)", ErrNotEarly, strings.Join(r.Sites, ", "), s.site)
+	}
+	return s.condition()
+}

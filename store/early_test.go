@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,4 +251,52 @@ func free(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return bytesText(n)
+}
+
+// GetBrief reads what a withdrawal checks exactly as Get does, and
+// EarlyWithdrawOK lets only an active rule of this site leave ahead of
+// its withdrawal's commit.
+func TestEarlyWithdrawOK(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, sqliteFresh(t), "a")
+	here, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "noc", Origin: "", ExpiresAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	there, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Actor: "noc", Sites: []string{"b"}, AllowUnknownSites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	brief := func(id int64) Rule {
+		t.Helper()
+		full, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.GetBrief(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.ID != full.ID || b.Rule != full.Rule || b.Actor != full.Actor || b.Origin != full.Origin ||
+			!slices.Equal(b.Sites, full.Sites) || !b.ExpiresAt.Equal(full.ExpiresAt) || b.State != full.State ||
+			b.WithdrawRequested != full.WithdrawRequested {
+			t.Fatalf("GetBrief(%d) = %+v, Get = %+v", id, b, full)
+		}
+		return b
+	}
+	if err := s.EarlyWithdrawOK(brief(here.ID)); err != nil {
+		t.Fatalf("an active rule of this site: %v", err)
+	}
+	if err := s.EarlyWithdrawOK(brief(there.ID)); !errors.Is(err, ErrNotEarly) {
+		t.Fatalf("another site's rule: %v, want ErrNotEarly", err)
+	}
+	if _, err := s.Withdraw(ctx, here.ID, "noc"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EarlyWithdrawOK(brief(here.ID)); !errors.Is(err, ErrNotEarly) {
+		t.Fatalf("a rule whose withdrawal is requested: %v, want ErrNotEarly", err)
+	}
+	if _, err := s.GetBrief(ctx, 999); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetBrief(unknown) = %v, want ErrNotFound", err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 // Get returns one rule with this site's status.
@@ -20,6 +22,35 @@ func (s *Store) get(ctx context.Context, q querier, id int64) (Rule, error) {
 		return Rule{}, fmt.Errorf("rule %d: %w", id, ErrNotFound)
 	}
 	return r, err
+}
+
+// GetBrief returns rule id as a write checks it: its rule, actor,
+// origin, sites, expiry, state and withdraw request, without its text,
+// reason, times and status (a fifth of Get's cost: one table, no join).
+// It is for the checks ahead of a withdrawal, which leaves before its
+// commit when it can (EarlyWithdrawOK).
+func (s *Store) GetBrief(ctx context.Context, id int64) (Rule, error) {
+	cctx, cancel := s.call(ctx, 1)
+	defer cancel()
+	var (
+		r           Rule
+		fam         int64
+		nlri, comms []byte
+		sites       dbText
+		expires     dbTime
+		state       string
+	)
+	err := s.eng.reader().queryRow(cctx, `SELECT id, family, nlri, communities, actor, origin, sites, expires_at, state, withdraw_requested
+		FROM rules WHERE id = ?`, id).Scan(&r.ID, &fam, &nlri, &comms, &r.Actor, &r.Origin, &sites, &expires, &state, &r.WithdrawRequested)
+	if errors.Is(err, errNoRows) {
+		return Rule{}, fmt.Errorf("rule %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Rule{}, s.wrap(ctx, "get rule", err)
+	}
+	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
+	r.Sites, r.ExpiresAt, r.State = decodeSites(sites.s), expires.t, State(state)
+	return r, nil
 }
 
 // List returns rules with this site's status, newest first; all states when

@@ -116,7 +116,12 @@ func encode(in Input, index int, now time.Time) (encoded, error) {
 		return encoded{}, bad("actor", "%v", err)
 	}
 	exp := normTime(in.ExpiresAt)
-	if !exp.IsZero() && !exp.After(now) {
+	switch {
+	case in.TTL < 0:
+		return encoded{}, bad("ttl", "%s is not positive: give a positive TTL, or none for a rule that never expires", in.TTL)
+	case in.TTL > 0:
+		exp = ttlExpiry(in.TTL, now) // refreshed when the transaction runs (encoded.at)
+	case !exp.IsZero() && !exp.After(now):
 		return encoded{}, bad("expires_at", "%s is not in the future: give a positive TTL, or none for a rule that never expires", exp.Format(time.RFC3339))
 	}
 	return encoded{
@@ -129,6 +134,19 @@ func encode(in Input, index int, now time.Time) (encoded, error) {
 		sitesJS: encodeSites(sites),
 		expires: exp,
 	}, nil
+}
+
+// ttlExpiry is the expiry of a rule stored at now with a relative ttl.
+func ttlExpiry(ttl time.Duration, now time.Time) time.Time {
+	return normTime(now.Add(ttl))
+}
+
+// at sets the expiry of a relative TTL from now, the time of the
+// transaction that stores e.
+func (e *encoded) at(now time.Time) {
+	if e.in.TTL > 0 {
+		e.expires = ttlExpiry(e.in.TTL, now)
+	}
 }
 
 // Limits of the free text a rule carries. A reason says why in a line or

@@ -100,9 +100,14 @@ type Rule struct {
 type Input struct {
 	Rule      flowspec.Rule
 	ExpiresAt time.Time // zero: never
-	Reason    string
-	Actor     string
-	Sites     []string // empty: every site
+	// TTL, when positive, is a relative expiry that replaces ExpiresAt:
+	// the rule expires TTL after the transaction that stores it, so a
+	// write that waited behind other commits keeps its whole TTL and is
+	// never refused for having waited.
+	TTL    time.Duration
+	Reason string
+	Actor  string
+	Sites  []string // empty: every site
 	// Origin declares where the rule comes from ("config:SITE" for a
 	// static rule; "" for the API). Storing a Match whose active rule has
 	// another non-empty Origin fails with a DeclaredError.

@@ -95,6 +95,10 @@ func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err
 		return Rule{}, false, err
 	}
 	err = s.write(ctx, "upsert rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
+		// The time of the transaction, not of the call: a relative TTL
+		// counts from when the rule is stored.
+		now := s.now()
+		e.at(now)
 		var changed bool
 		r, created, changed, err = s.upsertTx(ctx, t, &e, now)
 		return changed, err
@@ -125,6 +129,11 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	}
 	out := make([]Rule, len(ins))
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
+		// The time of the transaction, not of the call (see Upsert).
+		now := s.now()
+		for i := range es {
+			es[i].at(now)
+		}
 		// Insert every rule at once (pipelined on PostgreSQL); the ones
 		// whose Match is already active, in the database or earlier in
 		// this batch, then update in input order, so the last input for a

@@ -102,6 +102,22 @@ var targets = []target{
 		},
 	},
 	{
+		what: "Time to withdraw: one DELETE /v1/rules/{id} → withdrawing UPDATE at a peer, p50 and p99, ÷ ExaBGP's API → peer",
+		goal: "≤ 1× at p50 and p99",
+		eval: func(g getter) (string, bool, bool) {
+			o50, ok1 := g("BenchmarkTimeToWithdraw/ours", "p50-ms")
+			o99, ok2 := g("BenchmarkTimeToWithdraw/ours", "p99-ms")
+			e50, ok3 := g("BenchmarkTimeToWithdraw/exabgp", "p50-ms")
+			e99, ok4 := g("BenchmarkTimeToWithdraw/exabgp", "p99-ms")
+			if !ok1 || !ok2 || !ok3 || !ok4 {
+				return "", false, false
+			}
+			ack, _ := g("BenchmarkTimeToWithdraw/ours", "ack-p50-ms")
+			return fmt.Sprintf("ribkeeper p50 %s / p99 %s ms, ExaBGP p50 %s / p99 %s ms (ribkeeper's acknowledgement, after the durable commit: p50 %s ms)",
+				num(o50), num(o99), num(e50), num(e99), num(ack)), o50 <= e50 && o99 <= e99, true
+		},
+	},
+	{
 		what: "Full resync pass, nothing to change (daemon loop, periodic pass, p50)",
 		goal: "< 100 ms, no ListPath",
 		eval: func(g getter) (string, bool, bool) {
