@@ -74,6 +74,9 @@ func (s *Store) EarlyOK(ctx context.Context, in Input) error {
 	if err := s.condition(); err != nil {
 		return err
 	}
+	if s.spec.plain(&e) {
+		return nil // no stored rule of this Match can object (special.go)
+	}
 	return s.targetsHere(ctx, &e)
 }
 

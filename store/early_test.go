@@ -300,3 +300,53 @@ func TestEarlyWithdrawOK(t *testing.T) {
 		t.Fatalf("GetBrief(unknown) = %v, want ErrNotFound", err)
 	}
 }
+
+// On SQLite EarlyOK skips its read for a plain write (no sites, no origin)
+// whose Match has no declared or sited active rule (special.go): rules
+// stored before the store opened are known from its first read, rules
+// stored since from its own commits, and the set reloads past its bound
+// without losing any.
+func TestEarlyOKSpecialRules(t *testing.T) {
+	cfg := sqliteFresh(t)
+	ctx := ctxT(t)
+	before := open(t, cfg, "b")
+	if _, _, err := before.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Origin: "config:b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := before.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Sites: []string{"b"}}); err != nil {
+		t.Fatal(err)
+	}
+	before.Close()
+	s := open(t, cfg, "a")
+	if s.spec == nil || len(s.spec.m) != 2 {
+		t.Fatalf("special set at open: %+v, want the declared and the sited rule", s.spec)
+	}
+	if err := s.EarlyOK(ctx, Input{Rule: rule(t, 1, "rate-limit 1000"), Keep: KeepSites}); !errors.Is(err, ErrDeclared) {
+		t.Errorf("declared before open: EarlyOK = %v, want ErrDeclared", err)
+	}
+	if err := s.EarlyOK(ctx, Input{Rule: rule(t, 2, "rate-limit 1000"), Keep: KeepSites}); !errors.Is(err, ErrNotEarly) {
+		t.Errorf("sited elsewhere before open: EarlyOK = %v, want ErrNotEarly", err)
+	}
+	// Stored since, through this store: a sited rule, then its update.
+	s.spec.limit = 3 // the next notes reload the set
+	for i := 3; i <= 5; i++ {
+		if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, i, "discard"), Sites: []string{"b"}, AllowUnknownSites: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.spec.m) != 5 || s.spec.limit != specialFloor {
+		t.Errorf("after a reload: %d matches, limit %d; want 5 and %d", len(s.spec.m), s.spec.limit, specialFloor)
+	}
+	for i := 3; i <= 5; i++ {
+		if err := s.EarlyOK(ctx, Input{Rule: rule(t, i, "rate-limit 1000"), Keep: KeepSites}); !errors.Is(err, ErrNotEarly) {
+			t.Errorf("rule %d sited elsewhere: EarlyOK = %v, want ErrNotEarly", i, err)
+		}
+	}
+	if err := s.EarlyOK(ctx, Input{Rule: rule(t, 9, "discard"), Keep: KeepSites}); err != nil {
+		t.Errorf("a plain new rule: EarlyOK = %v, want nil", err)
+	}
+	// PostgreSQL is shared: no set, always the read.
+	if pg := open(t, postgresFresh(t), "a"); pg.spec != nil {
+		t.Error("a PostgreSQL store keeps a special set")
+	}
+}

@@ -169,6 +169,9 @@ type Store struct {
 	// PostgreSQL).
 	health  health
 	dataDir string
+	// spec lets EarlyOK skip its read on SQLite (special.go); nil on
+	// PostgreSQL.
+	spec *special
 	// beforeCommit, when set (by tests only), runs right before each
 	// commit; an error fails the commit as the database's would.
 	beforeCommit func(ctx context.Context) error
@@ -249,6 +252,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if err != nil {
 			s.Close()
 			return nil, s.wrap(ctx, "open write connection", err)
+		}
+		if s.spec, err = s.loadSpecial(octx); err != nil {
+			s.Close()
+			return nil, s.wrap(ctx, "read declared and sited rules", err)
 		}
 		s.group = newCommitter(s, ss)
 		s.wg.Add(1)

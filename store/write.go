@@ -106,6 +106,7 @@ func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err
 	if err != nil {
 		return Rule{}, false, err
 	}
+	s.noteSpecial(ctx, r)
 	return r, created, nil
 }
 
@@ -188,6 +189,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.noteSpecial(ctx, out...)
 	return out, nil
 }
 
