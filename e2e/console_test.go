@@ -349,10 +349,15 @@ func TestConsole(t *testing.T) {
 	if bad != "destinaton" || !strings.Contains(msg, "column 7") {
 		t.Errorf("inline error marks %q with %q; want destinaton at column 7", bad, msg)
 	}
+	// The inline error is already shown, so waiting for it says nothing
+	// about the answer to the submission: wait for the selection the
+	// answer makes (the test's deadline bounds the wait).
+	const selection = `(() => { const t = document.querySelector("#add-text"); return t.value.slice(t.selectionStart, t.selectionEnd); })()`
 	b.step("submit the typo", chromedp.Click(chromedp.CSS("#add-submit")),
 		chromedp.WaitVisible(chromedp.CSS(`#add-text[aria-invalid="true"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#add-text-error")))
-	selected := eval[string](b, `(() => { const t = document.querySelector("#add-text"); return t.value.slice(t.selectionStart, t.selectionEnd); })()`)
+		chromedp.WaitVisible(chromedp.CSS("#add-text-error")),
+		chromedp.Poll[chromedp.Void](selection+` === "destinaton"`, chromedp.WithPollingTimeout(30*time.Second)))
+	selected := eval[string](b, selection)
 	if selected != "destinaton" {
 		t.Errorf("after submitting, the selection in the rule field is %q, want the offending word", selected)
 	}
