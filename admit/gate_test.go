@@ -488,3 +488,16 @@ func TestEarlyWithdrawalOnlyWhenReady(t *testing.T) {
 		t.Fatalf("a repeated withdrawal or another site's rule was withdrawn early: %v", w)
 	}
 }
+
+func TestParseTTL(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90s": 90 * time.Second, "30m": 30 * time.Minute, "1h30m": 90 * time.Minute, "2d": 48 * time.Hour, "30d": 720 * time.Hour} {
+		if got, err := admit.ParseTTL(in); err != nil || got != want {
+			t.Errorf("ParseTTL(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "0d", "-1m", "d", "2days", "1.5d", "123456d", "never"} {
+		if got, err := admit.ParseTTL(in); err == nil {
+			t.Errorf("ParseTTL(%q) = %v, want an error", in, got)
+		}
+	}
+}

@@ -172,3 +172,26 @@ func TestCLIPeersExplainsDown(t *testing.T) {
 		t.Errorf("peers --json: %s", out)
 	}
 }
+
+// A TTL in days reads the same in the CLI as in the daemon (api.ParseTTL):
+// `--ttl 2d` is sent and stored as 48 hours, and the guardrails' maximum
+// still applies to it.
+func TestCLITTLInDays(t *testing.T) {
+	ts := startServer(t)
+	before := time.Now()
+	code, out, errOut := runCLI(t, ts.sock, "rule", "add", "--ttl", "2d", ruleDiscard)
+	if code != 0 {
+		t.Fatalf("rule add --ttl 2d: exit %d, stderr %q", code, errOut)
+	}
+	status, body := ts.do(t, "GET", "/v1/rules/"+strings.TrimSpace(out), "")
+	r := decode[api.Rule](t, body)
+	if status != 200 || r.ExpiresAt == nil || r.ExpiresAt.Before(before.Add(48*time.Hour)) || r.ExpiresAt.After(time.Now().Add(48*time.Hour)) {
+		t.Errorf("rule after --ttl 2d: %d %s", status, body)
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "rule", "add", "--ttl", "8d", ruleLimit); code != 1 || !strings.Contains(errOut, "max_ttl") {
+		t.Errorf("rule add --ttl 8d: exit %d, %q; want the max_ttl guardrail", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, ts.sock, "rule", "add", "--ttl", "2days", ruleLimit); code != 2 || !strings.Contains(errOut, `"2days"`) {
+		t.Errorf("rule add --ttl 2days: exit %d, %q; want a usage error naming it", code, errOut)
+	}
+}

@@ -43,7 +43,7 @@
 //
 //	POST   /v1/rules               add or update a rule (upsert by match)
 //	       body {"text": "match ... then ...", "ttl": "10m", "reason": "...", "sites": ["par1"]}
-//	       ttl is a Go duration, optional (no ttl: the default TTL for a new rule,
+//	       ttl is a Go duration or whole days ("2d"), optional (no ttl: the default TTL for a new rule,
 //	       the stored expiry for an update; "never" needs the permission), positive;
 //	       sites is optional (absent or empty: every site).
 //	       201 Created with the rule when new, 200 OK with the rule when a

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"github.com/ribkeeper/ribkeeper/admit"
 	"slices"
 	"time"
 
@@ -34,6 +35,11 @@ type AddRuleRequest struct {
 	// expires). The Go client's way to say what JSON says with "".
 	Clear []string `json:"-"`
 }
+
+// ParseTTL reads a ttl as the daemon does (admit.ParseTTL): a positive
+// Go duration ("90s", "30m", "1h30m") or whole days ("2d"), so that a
+// client refuses exactly what the daemon would.
+func ParseTTL(s string) (time.Duration, error) { return admit.ParseTTL(s) }
 
 // TTLNever is the ttl that removes a rule's expiry.
 const TTLNever = "never"

@@ -295,7 +295,7 @@ func flagError(err error) string {
 
 func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule add")
-	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never (default: the daemon's default_ttl for a new rule, 1h as shipped; unchanged on an update)")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, 1h30m or 2d, or never (default: the daemon's default_ttl for a new rule, 1h as shipped; unchanged on an update)")
 	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
 	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
@@ -328,8 +328,8 @@ func addRequest(fs *flag.FlagSet, cmd, text, ttl, reason, sites string) (api.Add
 		ttl = strings.TrimSpace(ttl)
 		if ttl != "" && ttl != api.TTLNever {
 			// Catch typos here, before asking the daemon.
-			if d, err := time.ParseDuration(ttl); err != nil || d <= 0 {
-				return req, usagef(cmd, "--ttl %q is not a positive duration such as 10m or 1h30m, or never", ttl)
+			if _, err := api.ParseTTL(ttl); err != nil {
+				return req, usagef(cmd, "--ttl %q is not a positive duration such as 10m, 1h30m or 2d, or never", ttl)
 			}
 		}
 		req.TTL = ttl

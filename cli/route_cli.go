@@ -36,7 +36,7 @@ func (c *cli) route(ctx context.Context, args []string) error {
 func (c *cli) routeAdd(ctx context.Context, args []string) error {
 	fs := c.flagSet("route add")
 	blackhole := fs.Bool("blackhole", false, "tag the route BLACKHOLE (65535:666) and NO_EXPORT")
-	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 30m, or never (default: the daemon's default_ttl for a new route, 1h as shipped; unchanged on an update)")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 30m or 2d, or never (default: the daemon's default_ttl for a new route, 1h as shipped; unchanged on an update)")
 	reason := fs.String("reason", "", "why the route exists: printable `TEXT`, at most 512 bytes (default: unchanged on an update; \"\" clears it)")
 	sites := fs.String("sites", "", "comma-separated `SITES` the route targets (default: every site for a new route, unchanged on an update)")
 	comms := fs.String("community", "", "extra standard `COMMUNITIES` AS:N, comma-separated")

@@ -22,7 +22,7 @@ func (c *Client) Validate(ctx context.Context, req api.AddRuleRequest) (api.Vali
 // printed, nothing is stored.
 func (c *cli) ruleValidate(ctx context.Context, args []string) error {
 	fs := c.flagSet("rule validate")
-	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, or never")
+	ttl := fs.String("ttl", "", "time to live: a `DURATION` such as 10m, 1h30m or 2d, or never")
 	reason := fs.String("reason", "", "why the rule exists: printable `TEXT`, at most 512 bytes")
 	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
