@@ -111,15 +111,15 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 
 // lookup returns the active rules with the matches of ps.
 func (g *Gate) lookup(ctx context.Context, ps []parsed) (map[flowspec.Match]store.Existing, error) {
-	q := store.QuotaQuery{Matches: make([]flowspec.Match, len(ps))}
+	ms := make([]flowspec.Match, len(ps))
 	for i, p := range ps {
-		q.Matches[i] = p.in.Rule.Match
+		ms[i] = p.in.Rule.Match
 	}
-	c, err := g.cfg.Store.QuotaCounts(ctx, q)
+	existing, err := g.cfg.Store.ActiveMatches(ctx, ms)
 	if err != nil {
 		return nil, fromStore(err, 0)
 	}
-	return c.Existing, nil
+	return existing, nil
 }
 
 // countNew counts the distinct matches of ps that are not active yet.

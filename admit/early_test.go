@@ -45,10 +45,20 @@ func (h *heldStore) Withdraw(ctx context.Context, id int64, actor string) (store
 	return h.Store.Withdraw(ctx, id, actor)
 }
 
-// passCounter counts the reconciler's passes.
-type passCounter struct{ n atomic.Int64 }
+// passCounter counts the reconciler's passes and wakes until at each.
+type passCounter struct {
+	n    atomic.Int64
+	wake chan struct{} // one slot: a pass ended since until last looked
+}
 
-func (c *passCounter) PassDone(reconcile.PassResult)     { c.n.Add(1) }
+func (c *passCounter) PassDone(reconcile.PassResult) {
+	c.n.Add(1)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (c *passCounter) Announced(flowspec.Family, string) {}
 func (c *passCounter) Withdrawn(flowspec.Family, string) {}
 func (c *passCounter) ExpiryLateness(time.Duration)      {}
@@ -80,8 +90,8 @@ func newEarlyRig(t *testing.T) *earlyRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(sp.Stop)
-	waitUntil(t, "the RIB mirror is ready", func() bool { return sp.Paths(func(flowspec.Match, flowspec.Action) {}) })
-	passes := &passCounter{}
+	// Start returned: the mirror holds GoBGP's RIB (bgp.watchRIB).
+	passes := &passCounter{wake: make(chan struct{}, 1)}
 	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
 	done := make(chan struct{})
 	go func() {
@@ -99,14 +109,20 @@ func (r *earlyRig) inRIB(m flowspec.Match) bool {
 	return present
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// until waits for cond, looking again after each reconcile pass: every
+// change it waits for (a path in or out of the mirror, a status the
+// reconciler writes, a commit in the store) wakes the reconciler, and its
+// pass ends after the change. It fails the test after 30 s without cond.
+func (r *earlyRig) until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	limit := time.NewTimer(30 * time.Second)
+	defer limit.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-r.passes.wake:
+		case <-limit.C:
 			t.Fatalf("not within 30s: %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -128,7 +144,7 @@ func TestEarlyAnnouncedWriteOutlivesItsClient(t *testing.T) {
 		done <- result{stored, err}
 	}()
 	<-r.st.entered
-	waitUntil(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
+	r.until(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
 	gen := r.sp.Generation()
 	hangUp()
 	r.st.release <- nil
@@ -136,7 +152,7 @@ func TestEarlyAnnouncedWriteOutlivesItsClient(t *testing.T) {
 	if res.err != nil {
 		t.Fatalf("the write of a client that hung up after the announcement: %v", res.err)
 	}
-	waitUntil(t, "the stored rule's status says announced", func() bool {
+	r.until(t, "the stored rule's status says announced", func() bool {
 		got, err := r.st.Get(context.Background(), res.rule.ID)
 		return err == nil && got.State == store.Active && got.Announced
 	})
@@ -158,13 +174,13 @@ func TestEarlyAnnouncedWriteThatFailsIsWithdrawn(t *testing.T) {
 		done <- err
 	}()
 	<-r.st.entered
-	waitUntil(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
+	r.until(t, "the rule announced ahead of its commit", func() bool { return r.inRIB(rule.Match) })
 	failure := errors.New("store: upsert rule: database unavailable: disk I/O error (injected)")
 	r.st.release <- failure
 	if err := <-done; !errors.Is(err, failure) {
 		t.Fatalf("the caller got %v, want the store's error", err)
 	}
-	waitUntil(t, "the failed write's path withdrawn", func() bool { return !r.inRIB(rule.Match) })
+	r.until(t, "the failed write's path withdrawn", func() bool { return !r.inRIB(rule.Match) })
 	if rows, err := r.st.ActiveRules(context.Background()); err != nil || len(rows) != 0 {
 		t.Fatalf("active rules after the failed write: %v, %v", rows, err)
 	}
@@ -186,7 +202,7 @@ func (r *earlyRig) announced(t *testing.T, text string) store.Rule {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the rule announced and its status written", func() bool {
+	r.until(t, "the rule announced and its status written", func() bool {
 		got, err := r.st.Get(context.Background(), stored.ID)
 		return err == nil && got.Announced && r.inRIB(stored.Rule.Match)
 	})
@@ -200,7 +216,7 @@ func (r *earlyRig) settledPass(t *testing.T) {
 	r.rec.Trigger()
 	// The pass running now may have started before the call: wait for
 	// the one after it too.
-	waitUntil(t, "two more reconcile passes", func() bool {
+	r.until(t, "two more reconcile passes", func() bool {
 		if r.passes.n.Load() == n+1 {
 			r.rec.Trigger()
 		}
@@ -222,7 +238,7 @@ func TestEarlyWithdrawal(t *testing.T) {
 		done <- err
 	}()
 	<-r.st.entered
-	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	r.until(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
 	r.settledPass(t)
 	if r.inRIB(rule.Rule.Match) {
 		t.Fatal("a pass announced the rule again while its withdrawal was committing")
@@ -235,7 +251,7 @@ func TestEarlyWithdrawal(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the withdrawal of a client that hung up after the path left: %v", err)
 	}
-	waitUntil(t, "the rule finished as withdrawn", func() bool {
+	r.until(t, "the rule finished as withdrawn", func() bool {
 		got, err := r.st.Get(context.Background(), rule.ID)
 		return err == nil && got.State == store.Withdrawn && !got.Announced
 	})
@@ -258,13 +274,13 @@ func TestEarlyWithdrawalThatFailsIsAnnouncedAgain(t *testing.T) {
 		done <- err
 	}()
 	<-r.st.entered
-	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	r.until(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
 	failure := errors.New("store: withdraw rule: database unavailable: disk I/O error (injected)")
 	r.st.release <- failure
 	if err := <-done; !errors.Is(err, failure) {
 		t.Fatalf("the caller got %v, want the store's error", err)
 	}
-	waitUntil(t, "the rule announced again", func() bool { return r.inRIB(rule.Rule.Match) })
+	r.until(t, "the rule announced again", func() bool { return r.inRIB(rule.Rule.Match) })
 	got, err := r.st.Get(context.Background(), rule.ID)
 	if err != nil || got.State != store.Active || got.WithdrawRequested {
 		t.Fatalf("after the failed withdrawal: %+v, %v", got, err)
@@ -284,12 +300,12 @@ func TestEarlyWithdrawalByMatch(t *testing.T) {
 		done <- err
 	}()
 	<-r.st.entered
-	waitUntil(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	r.until(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
 	r.st.release <- nil
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the rule finished as withdrawn", func() bool {
+	r.until(t, "the rule finished as withdrawn", func() bool {
 		got, err := r.st.Get(context.Background(), rule.ID)
 		return err == nil && got.State == store.Withdrawn
 	})

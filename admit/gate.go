@@ -33,9 +33,11 @@ type Store interface {
 	ActiveFrom(ctx context.Context, origin string) ([]store.Rule, error)
 	// Sites returns the sites registered so far, sorted.
 	Sites(ctx context.Context) ([]string, error)
-	// QuotaCounts answers the quotas' counts and looks up active rules
-	// by match (for the checks of an update against the stored rule).
+	// QuotaCounts answers the quotas' counts (guard.Counter).
 	QuotaCounts(ctx context.Context, q store.QuotaQuery) (store.QuotaCounts, error)
+	// ActiveMatches looks up active rules by Match, for the checks of an
+	// update or withdrawal against the stored rule.
+	ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]store.Existing, error)
 	// Site is this instance's site name.
 	Site() string
 }

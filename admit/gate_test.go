@@ -213,12 +213,18 @@ type early struct {
 	announced []flowspec.Match
 	withdrawn []flowspec.Match
 	settled   []flowspec.Match
+	// notify, if set, receives each announced Match.
+	notify chan flowspec.Match
 }
 
 func (e *early) AnnounceEarly(r flowspec.Rule) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.announced = append(e.announced, r.Match)
+	notify := e.notify
+	e.mu.Unlock()
+	if notify != nil {
+		notify <- r.Match
+	}
 }
 
 func (e *early) WithdrawEarly(m flowspec.Match) {
@@ -294,21 +300,19 @@ func TestEarlyAnnouncement(t *testing.T) {
 
 	// The client goes away while the commit runs: it still lands.
 	fs.release = make(chan struct{})
+	e.mu.Lock()
+	e.notify = make(chan flowspec.Match, 1)
+	e.mu.Unlock()
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, _, err := g.Add(cctx, noc, req("match destination 203.0.113.10/32 then discard"))
 		done <- err
 	}()
-	for {
-		e.mu.Lock()
-		n := len(e.announced)
-		e.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond) // waiting for the announcement, not for time
-	}
+	<-e.notify // announced; the commit is held
+	e.mu.Lock()
+	e.notify = nil
+	e.mu.Unlock()
 	cancel()
 	close(fs.release)
 	if err := <-done; err != nil || fs.ctxErr != nil {

@@ -71,11 +71,11 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c, err := g.cfg.Store.QuotaCounts(ctx, store.QuotaQuery{Matches: []flowspec.Match{rule.Match}})
+	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{rule.Match})
 	if err != nil {
 		return nil, fromStore(err, 0)
 	}
-	e, ok := c.Existing[rule.Match]
+	e, ok := active[rule.Match]
 	if !ok {
 		return []store.Rule{}, nil
 	}

@@ -240,7 +240,7 @@ func NewEvents(log hclog.Logger, rules RuleFeed, peers PeerFeed, now func() time
 		writeTimeout: streamWriteTimeout,
 		wake:         make(chan struct{}, 1), base: base, last: base,
 		subs: map[*subscriber]struct{}{},
-		open: streamCount{byActor: map[string]int{}},
+		open: streamCount{byActor: map[string]int{}, moved: make(chan struct{}, 1)},
 	}
 	for _, o := range opts {
 		o(e)

@@ -154,14 +154,14 @@ func TestEventsStalledClientIsDropped(t *testing.T) {
 	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
 		t.Fatalf("stream: %q %v", line, err)
 	}
-	waitUntil(t, "the stream is open", func() bool { return e.openStreams() == 1 })
+	waitMoved(t, "the stream is open", e.open.moved, func() bool { return e.openStreams() == 1 })
 	// 18 MB: more than the socket buffers take, so the handler blocks in
 	// a write; the hub drops the stream once its queue is full.
 	for range 300 {
 		feed.setLarge(t, 1, 600)
 		e.poll(ctx)
 	}
-	waitUntil(t, "the stalled stream closed", func() bool { return e.openStreams() == 0 })
+	waitMoved(t, "the stalled stream closed", e.open.moved, func() bool { return e.openStreams() == 0 })
 }
 
 // openStreams counts the open streams, both sides.
@@ -171,15 +171,18 @@ func (e *Events) openStreams() int {
 	return e.open.tcp + e.open.socket
 }
 
-// waitUntil polls cond until it holds, failing the test after 30 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// waitMoved waits for cond, looking again each time moved signals (a
+// stream or connection opened or closed); it fails the test after 30 s.
+func waitMoved(t *testing.T, what string, moved <-chan struct{}, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	limit := time.NewTimer(30 * time.Second)
+	defer limit.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-moved:
+		case <-limit.C:
 			t.Fatalf("%s: not within 30 s", what)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -261,7 +264,7 @@ func TestEventStreamCaps(t *testing.T) {
 
 	// A closed stream frees its place.
 	first.Body.Close()
-	waitUntil(t, "grafana's closed stream freed its place", func() bool {
+	waitMoved(t, "grafana's closed stream freed its place", e.open.moved, func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		return e.open.byActor["grafana"] == 1
@@ -317,7 +320,7 @@ func TestTCPConnectionCap(t *testing.T) {
 		t.Errorf("%d connections open after the refusal, want 2", n)
 	}
 	a.Close()
-	waitUntil(t, "a closed connection freed its place", func() bool { return ll.Open() == 1 })
+	waitMoved(t, "a closed connection freed its place", ll.moved, func() bool { return ll.Open() == 1 })
 	if !answers(dial()) {
 		t.Error("a connection after one closed is not served")
 	}

@@ -358,3 +358,10 @@ func newGate(st admit.Store, cfg admit.Config) *admit.Gate {
 func newAPI(log hclog.Logger, st testStore, rib api.RIB, opts ...api.Option) *api.Server {
 	return api.New(log, st, newGate(st, admit.Config{}), rib, opts...)
 }
+
+// ActiveMatches looks up the active rules with the given Matches, as the
+// store does.
+func (f *fakeRules) ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]store.Existing, error) {
+	c, err := f.QuotaCounts(ctx, store.QuotaQuery{Matches: matches})
+	return c.Existing, err
+}

@@ -148,6 +148,17 @@ type streamCount struct {
 	byActor map[string]int // TCP streams per actor
 	tcp     int
 	socket  int
+	// moved gets a wake-up (one slot) whenever a stream opens or closes,
+	// for whoever waits for the counts to change.
+	moved chan struct{}
+}
+
+// wake signals moved without waiting.
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // add counts a new stream of who, or says which limit refuses it.
@@ -158,6 +169,7 @@ func (c *streamCount) add(who streamOwner, l StreamLimits) *Error {
 				"the control socket has %d event streams open, the most [api] max_event_streams allows: close one, or raise max_event_streams", c.socket)
 		}
 		c.socket++
+		wake(c.moved)
 		return nil
 	}
 	if n := c.byActor[who.actor]; n >= l.PerToken {
@@ -176,10 +188,12 @@ func (c *streamCount) add(who streamOwner, l StreamLimits) *Error {
 	}
 	c.byActor[who.actor]++
 	c.tcp++
+	wake(c.moved)
 	return nil
 }
 
 func (c *streamCount) remove(who streamOwner) {
+	defer wake(c.moved)
 	if who.socket {
 		c.socket--
 		return
@@ -199,6 +213,8 @@ type limitListener struct {
 	max  int
 	mu   sync.Mutex
 	open int
+	// moved gets a wake-up (one slot) whenever a connection closes.
+	moved chan struct{}
 	// warned is when a refusal was last logged (at most one a minute).
 	warned time.Time
 }
@@ -207,7 +223,7 @@ func newLimitListener(ln net.Listener, max int, log hclog.Logger) *limitListener
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &limitListener{Listener: ln, max: max, log: log}
+	return &limitListener{Listener: ln, max: max, log: log, moved: make(chan struct{}, 1)}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -254,6 +270,7 @@ func (c *limitedConn) Close() error {
 		c.l.mu.Lock()
 		c.l.open--
 		c.l.mu.Unlock()
+		wake(c.l.moved)
 	})
 	return err
 }

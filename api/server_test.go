@@ -36,6 +36,8 @@ type testServer struct {
 	rib   *fakeRIB
 	hc    *http.Client
 	stop  func() error // cancels Serve and returns its error
+	// logs receives the server's log lines (dropped when full).
+	logs chan string
 }
 
 // startServer serves a Server over fakes on a real unix socket.
@@ -63,8 +65,9 @@ func startServerGate(t *testing.T, rules api.Rules, gate api.Gate, opts ...api.O
 	ts := &testServer{
 		sock: filepath.Join(t.TempDir(), "run", "rk.sock"),
 		rib:  newFakeRIB(),
+		logs: make(chan string, 64),
 	}
-	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
+	log := hclog.New(&hclog.LoggerOptions{Output: io.MultiWriter(tWriter{t}, chanWriter(ts.logs)), Level: hclog.Info})
 	srv := api.New(log, rules, gate, ts.rib, append([]api.Option{api.WithMaxBodyBytes(4096)}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

@@ -143,15 +143,22 @@ func benchTTMExaBGP(b *testing.B, n int) {
 // 30 s.
 func waitStamped(b testing.TB, peer *stampPeer, since time.Time) time.Time {
 	b.Helper()
+	return nextUpdate(b, peer, since, "UPDATE", func(u stampedUpdate) bool { return len(u.Reach) > 0 })
+}
+
+// nextUpdate returns the arrival time of the next UPDATE at peer that
+// wanted accepts (others are skipped), failing after 30 s.
+func nextUpdate(b testing.TB, peer *stampPeer, since time.Time, what string, wanted func(stampedUpdate) bool) time.Time {
+	b.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
 		select {
 		case u := <-peer.Updates:
-			if len(u.Reach) > 0 {
+			if wanted(u) {
 				return u.At
 			}
 		case <-timeout:
-			b.Fatalf("no UPDATE at the stamp peer within 30s of %v (session up %v, err %v)", since.Format(time.StampMicro), peer.Established(), peer.Err())
+			b.Fatalf("no %s at the stamp peer within 30s of %v (session up %v, err %v)", what, since.Format(time.StampMicro), peer.Established(), peer.Err())
 		}
 	}
 }

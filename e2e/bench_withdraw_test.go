@@ -94,15 +94,5 @@ func benchTTWExaBGP(b *testing.B, n int) {
 // withdraws FlowSpec NLRI (other UPDATEs are skipped), failing after 30 s.
 func waitWithdrawal(b testing.TB, peer *stampPeer, since time.Time) time.Time {
 	b.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case u := <-peer.Updates:
-			if len(u.Unreach) > 0 {
-				return u.At
-			}
-		case <-timeout:
-			b.Fatalf("no withdrawal at the stamp peer within 30s of %v (session up %v, err %v)", since.Format(time.StampMicro), peer.Established(), peer.Err())
-		}
-	}
+	return nextUpdate(b, peer, since, "withdrawal", func(u stampedUpdate) bool { return len(u.Unreach) > 0 })
 }

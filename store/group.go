@@ -46,6 +46,9 @@ type committer struct {
 	pending []*writeReq
 	closed  bool
 	wake    chan struct{} // capacity 1
+	// queued, when set (by tests only), gets the queue's length after
+	// each submit, without waiting.
+	queued chan int
 }
 
 func newCommitter(s *Store, ss *sqliteSession) *committer {
@@ -61,6 +64,12 @@ func (c *committer) submit(reqs ...*writeReq) bool {
 		return false
 	}
 	c.pending = append(c.pending, reqs...)
+	if c.queued != nil {
+		select {
+		case c.queued <- len(c.pending):
+		default:
+		}
+	}
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:

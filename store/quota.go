@@ -83,8 +83,32 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 		}
 		out.ByDestination[d] = n
 	}
+	var err error
+	if out.Existing, err = s.existing(cctx, rd, q.Matches); err != nil {
+		return QuotaCounts{}, s.wrap(ctx, op, err)
+	}
+	return out, nil
+}
+
+// ActiveMatches looks up the active rules (not on their way out) with the
+// given Matches, in one read per chunk: what a write checks against the
+// stored rule, without QuotaCounts' counts.
+func (s *Store) ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]Existing, error) {
+	cctx, cancel := s.call(ctx, 1+len(matches)/lookupChunk)
+	defer cancel()
+	out, err := s.existing(cctx, s.eng.reader(), matches)
+	if err != nil {
+		return nil, s.wrap(ctx, "look up active rules", err)
+	}
+	return out, nil
+}
+
+// existing looks up the active rules with the given Matches.
+func (s *Store) existing(cctx context.Context, rd querier, matches []flowspec.Match) (map[flowspec.Match]Existing, error) {
+	const live = ` FROM rules WHERE state = 'active' AND NOT withdraw_requested`
+	out := map[flowspec.Match]Existing{}
 	byFamily := map[flowspec.Family][]any{}
-	for _, m := range q.Matches {
+	for _, m := range matches {
 		if m.IsValid() {
 			byFamily[m.Family()] = append(byFamily[m.Family()], m.AppendTo(nil))
 		}
@@ -95,7 +119,7 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at, communities, origin`+live+` AND family = ? AND nlri IN (`+
 				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+")", append([]any{int64(fam)}, chunk...)...)
 			if err != nil {
-				return QuotaCounts{}, s.wrap(ctx, op, err)
+				return nil, err
 			}
 			for rs.Next() {
 				var (
@@ -106,7 +130,7 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 				)
 				if err := rs.Scan(&e.ID, &nlri, &e.Actor, &exp, &comms, &e.Origin); err != nil {
 					rs.Close()
-					return QuotaCounts{}, s.wrap(ctx, op, err)
+					return nil, err
 				}
 				m, n, err := flowspec.DecodeMatch(fam, nlri)
 				if err != nil || n != len(nlri) {
@@ -114,12 +138,12 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 				}
 				e.Match, e.ExpiresAt = m, exp.t
 				e.Action, _ = flowspec.DecodeStoredAction(fam, comms)
-				out.Existing[m] = e
+				out[m] = e
 			}
 			err = rs.Err()
 			rs.Close()
 			if err != nil {
-				return QuotaCounts{}, s.wrap(ctx, op, err)
+				return nil, err
 			}
 		}
 	}

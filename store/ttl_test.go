@@ -31,6 +31,10 @@ func TestTTLCountsFromTheCommit(t *testing.T) {
 		t.Fatal("committer stopped")
 	}
 	<-entered
+	queued := make(chan int, 8)
+	s.group.mu.Lock()
+	s.group.queued = queued
+	s.group.mu.Unlock()
 	type result struct {
 		rules []Rule
 		err   error
@@ -44,18 +48,14 @@ func TestTTLCountsFromTheCommit(t *testing.T) {
 		rs, err := s.UpsertMany(ctx, []Input{{Rule: rule(t, 2, "discard"), Actor: "test", TTL: time.Second}})
 		many <- result{rs, err}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s.group.mu.Lock()
-		n := len(s.group.pending)
-		s.group.mu.Unlock()
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
+	limit := time.NewTimer(30 * time.Second)
+	defer limit.Stop()
+	for n := 0; n < 2; {
+		select {
+		case n = <-queued:
+		case <-limit.C:
 			t.Fatalf("not within 30s: both writes queued behind the held commit (%d queued)", n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 	c.Advance(5 * time.Second) // the queue waits past the TTL
 	committed := c.Now()
