@@ -40,6 +40,8 @@ type Config struct {
 	Reconcile        Reconcile
 	// Rules are the static rules ([[rule]]), in file order.
 	Rules []StaticRule
+	// Sources are the detectors allowed to send signals ([[source]]).
+	Sources []Source
 
 	lines map[string]int // where each key is written (Problem)
 }

@@ -137,6 +137,7 @@ type file struct {
 		MaxWithdrawPerPass *int64 `toml:"max_withdraw_per_pass"`
 		AnnounceRate       *int64 `toml:"announce_rate"`
 	} `toml:"reconcile"`
+	Sources []rawSource `toml:"source"`
 }
 
 // Load reads and validates the file at path. The error, if any, is an
@@ -375,6 +376,7 @@ func (v *validator) build(f *file) *Config {
 	c.API.Socket = orDefault(f.API.Socket, filepath.Join("data", "ribkeeper.sock"))
 	v.apiListener(f, c)
 	v.apiBounds(f, c)
+	v.sources(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const sourcesBase = `
+[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+`
+
+func TestSources(t *testing.T) {
+	c, err := Parse("t.toml", []byte(sourcesBase+`
+[[source]]
+name = "fnm"
+kind = "gobgp"
+prefixes = ["192.0.2.0/24"]
+actions = ["rtbh"]
+
+[[source]]
+name = "am"
+kind = "alertmanager"
+secret = "0123456789abcdef0123"
+max_new_rules_per_minute = 600
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sources) != 2 {
+		t.Fatalf("sources = %+v", c.Sources)
+	}
+	g := c.Sources[0]
+	if g.Kind != SourceGoBGP || len(g.Listen) != 2 || len(g.Prefixes) != 1 || g.Actions[0] != "rtbh" {
+		t.Errorf("gobgp source = %+v", g)
+	}
+	if a := c.Sources[1]; a.Secret != "0123456789abcdef0123" || a.MaxNewRulesPerMinute != 600 {
+		t.Errorf("alertmanager source = %+v", a)
+	}
+}
+
+func TestSourceErrors(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"[[source]]\nkind = \"webhook\"\nsecret = \"0123456789abcdef0123\"", "source[1].name: missing"},
+		{"[[source]]\nname = \"x\"\nkind = \"snmp\"\nsecret = \"0123456789abcdef0123\"", "not a source kind"},
+		{"[[source]]\nname = \"x\"\nkind = \"webhook\"", "set exactly one of secret"},
+		{"[[source]]\nname = \"x\"\nkind = \"webhook\"\nsecret = \"short\"", "shorter than"},
+		{"[[source]]\nname = \"x\"\nkind = \"gobgp\"\nlisten = [\"0.0.0.0:50051\"]", "not a loopback address"},
+		{"[[source]]\nname = \"x\"\nkind = \"gobgp\"\nsecret = \"0123456789abcdef0123\"", "has no secret"},
+		{"[[source]]\nname = \"x\"\nkind = \"gobgp\"\n[[source]]\nname = \"x\"\nkind = \"gobgp\"\nlisten = [\"127.0.0.2:50051\"]", "names two sources"},
+	} {
+		_, err := Parse("t.toml", []byte(sourcesBase+tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
