@@ -202,7 +202,10 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		return err
 	}
 
+	// Notifications never block what reports them (notify's contract).
+	ns := newNotices(log.Named("notify"), cfg)
 	bc := bgpConfig(cfg)
+	bc.PeerChange = ns.peerChange
 	// Graceful-restart sessions come up once the whole desired table is
 	// in the speaker (rec.Loaded below): those routers get it complete
 	// before End-of-RIB and sweep only what it lacks. Others come up at
@@ -231,7 +234,9 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		MaxWithdrawPerPass: cfg.Reconcile.MaxWithdrawPerPass,
 		AnnounceRate:       cfg.Reconcile.AnnounceRate,
 		Recorder:           events.Recorder(mx),
+		RuleFailed:         ns.ruleFailed,
 	})
+	mx.WatchNotifications(ns.n)
 	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
 	series := api.NewSeries(log.Named("series"), api.SeriesSources{Rules: st, Drift: rec, Peers: sp}, 0, 0, time.Now)
 	// Every write, from the API, the configuration's static rules or
@@ -256,7 +261,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
-		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
+		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()),
+		api.WithNotifications(ns.n))
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
@@ -320,7 +326,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			return nil
 		})
 	}
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, started: cfg}
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, started: cfg, notices: ns}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -336,6 +342,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}
 	})
 	goRun("events", events.Run)
+	goRun("notify", ns.n.Run)
 	goRun("series", series.Run)
 	goRun("api", func(ctx context.Context) error { return srv.Serve(ctx, cfg.API.Socket) })
 	if tcp != nil {

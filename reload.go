@@ -92,7 +92,7 @@ func tcpConfig(cfg *config.Config) *api.TCPConfig {
 
 // reloader applies a new configuration file on SIGHUP: API tokens, hosts
 // and origins (a removed or changed token stops working at once),
-// neighbors, peer groups and dynamic neighbors (only changed sessions are
+// notification receivers, neighbors, peer groups and dynamic neighbors (only changed sessions are
 // touched), RTBH next hops and guardrails. The rest needs a restart and is
 // only reported.
 type reloader struct {
@@ -104,6 +104,8 @@ type reloader struct {
 	// started is the configuration the process started with: the TCP
 	// listener's address and key pair come from it.
 	started *config.Config
+	// notices takes the reloaded [[notify]] receivers and neighbors.
+	notices *notices
 }
 
 // reload reads the file again and applies it. A file with errors changes
@@ -126,6 +128,9 @@ func (r *reloader) reload(ctx context.Context) error {
 			"changed", len(ch.Changed), "unchanged", len(ch.Unchanged), "dynamic_changed", ch.DynamicChanged)
 	}
 	r.sp.SetRouteNextHops(next.RTBH.NextHopIPv4, next.RTBH.NextHopIPv6)
+	if r.notices != nil {
+		r.notices.setConfig(next, true)
+	}
 	r.gate.SetGuardrails(next.Guardrails)
 	r.gate.SetLimits(next.Limits)
 	n, gerr := enforceGuardrails(ctx, r.log, r.gate)

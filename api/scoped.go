@@ -51,7 +51,7 @@ func scopedStatus(id *identity, out *Status) {
 	for i := range out.Peers {
 		out.Peers[i] = scopedPeer(out.Peers[i])
 	}
-	out.LastPass, out.SinceStart = nil, nil
+	out.LastPass, out.SinceStart, out.Notifications = nil, nil, nil
 	if id.role != RoleWrite {
 		out.Sites = nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/notify"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -88,6 +89,19 @@ type options struct {
 	events          *Events      // console.go
 	series          *Series      // console.go
 	console         http.Handler // console.go
+	notifications   Notifications
+}
+
+// Notifications is the delivery state of the notification receivers
+// (implemented by *notify.Notifier), shown by GET /v1/status.
+type Notifications interface {
+	Status() []notify.TargetStatus
+}
+
+// WithNotifications lets GET /v1/status show the notification receivers'
+// delivery state (queued, delivered, retries, last error).
+func WithNotifications(n Notifications) Option {
+	return func(o *options) { o.notifications = n }
 }
 
 // RequestObserver is the metrics sink (implemented by *metrics.Metrics):

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/notify"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -21,8 +22,10 @@ type Status struct {
 	Sites []string `json:"sites,omitempty"`
 	// SinceStart sums every pass since the daemon started, and the drift
 	// it repaired.
-	SinceStart *Totals  `json:"since_start,omitempty"`
-	Errors     []string `json:"errors,omitempty"`
+	SinceStart *Totals `json:"since_start,omitempty"`
+	// Notifications is the delivery state of each [[notify]] receiver.
+	Notifications []notify.TargetStatus `json:"notifications,omitempty"`
+	Errors        []string              `json:"errors,omitempty"`
 }
 
 // Totals counts what the reconciler did since the daemon started.
@@ -139,6 +142,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 			t.SpeakerRestarts, t.PeerResets = dc.SpeakerRestarts, dc.PeerResets
 		}
 		out.SinceStart = &t
+	}
+	if s.opts.notifications != nil {
+		out.Notifications = s.opts.notifications.Status()
 	}
 	if id.scoped() {
 		scopedStatus(id, &out)

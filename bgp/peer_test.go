@@ -82,7 +82,9 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 	ourPort := freePort(t, ourAddr)
 	peer := startRawPeer(t, peerAddr, 65001, ourAddr, ourPort, 65000)
 
+	changes := make(chan PeerChange, 16)
 	s := startSpeaker(t, Config{
+		PeerChange:      func(pc PeerChange) { changes <- pc },
 		ListenAddresses: []string{ourAddr},
 		ListenPort:      ourPort,
 		Neighbors: []Neighbor{{
@@ -167,6 +169,25 @@ func TestPeerReceivesAndImportPolicy(t *testing.T) {
 		ps, err := s.Peers(ctx)
 		return err == nil && ps[0].State != "established" && ps[0].Sent == 0
 	})
+	// Notifications heard the session come up, then go down, and nothing
+	// of the states between.
+	var seen []PeerChange
+	for len(seen) < 2 {
+		select {
+		case pc := <-changes:
+			seen = append(seen, pc)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("peer changes %+v, want up then down", seen)
+		}
+	}
+	if !seen[0].Up || seen[0].To != "established" || seen[1].Up || seen[1].From != "established" || seen[0].Address.String() != peerAddr {
+		t.Errorf("peer changes %+v, want up then down", seen)
+	}
+	select {
+	case pc := <-changes:
+		t.Errorf("unexpected change %+v", pc)
+	default:
+	}
 }
 
 func drain(c <-chan struct{}) {

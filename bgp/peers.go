@@ -164,6 +164,16 @@ func (s *Speaker) addPeer(ctx context.Context, n Neighbor) error {
 	return nil
 }
 
+// PeerChange is a session that came up or went down.
+type PeerChange struct {
+	Address  netip.Addr
+	From, To string // FSM state names
+	// Up: the session is established; otherwise it was and is no longer.
+	Up bool
+	// Reason is why a session went down, as GoBGP reports it, if known.
+	Reason string
+}
+
 // watchPeers registers the peer-state watch. Every session state change,
 // including a peer that resets and comes back, is a wake-up.
 func (s *Speaker) watchPeers(ctx, wctx context.Context, srv *server.BgpServer) error {
@@ -217,6 +227,13 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 	}
 	if known && st == gobgp.BGP_FSM_ESTABLISHED {
 		s.restarts.peerUps.Add(1)
+	}
+	if fn := s.peerChange; fn != nil && (st == gobgp.BGP_FSM_ESTABLISHED || (known && old == gobgp.BGP_FSM_ESTABLISHED)) {
+		pc := PeerChange{Address: pe.Peer.State.NeighborAddress, From: fsmStateName(old), To: fsmStateName(st), Up: st == gobgp.BGP_FSM_ESTABLISHED}
+		if !pc.Up {
+			pc.Reason = pe.Peer.State.DisconnectMessage
+		}
+		fn(pc)
 	}
 	go s.refreshDelivery()
 	if known {

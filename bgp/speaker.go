@@ -116,6 +116,10 @@ type Config struct {
 	// the complete table before End-of-RIB (with graceful restart it
 	// sweeps every stale rule the table lacks at End-of-RIB).
 	HoldPeers bool
+	// PeerChange, if set, is told of every session that comes up or goes
+	// down (not of the states between), on the peer watch: it must not
+	// block (notifications queue it).
+	PeerChange func(PeerChange)
 }
 
 // Neighbor is one upstream BGP peer.
@@ -181,6 +185,8 @@ type Speaker struct {
 
 	mirror mirror
 	attrs  attrCache
+	// peerChange is Config.PeerChange.
+	peerChange func(PeerChange)
 	// delivery and restarts: see delivery.go and restart.go.
 	delivery deliveryTable
 	hold     holdState
@@ -221,9 +227,11 @@ func New(log hclog.Logger, cfg Config) *Speaker {
 		log:     log,
 		cfg:     cfg,
 		timeout: t,
-		fam4:    &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
-		fam6:    &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
-		changes: make(chan struct{}, 1),
+
+		peerChange: cfg.PeerChange,
+		fam4:       &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
+		fam6:       &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
+		changes:    make(chan struct{}, 1),
 	}
 	s.mirror.init()
 	s.tomb4 = []gobgp.PathAttributeInterface{gobgp.NewPathAttributeOrigin(0), mpReachFS4, s.tagAttr(tombBit)}

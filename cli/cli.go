@@ -749,6 +749,21 @@ func (c *cli) status(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	if len(st.Notifications) > 0 {
+		fmt.Fprintln(c.stdout, "\nNotifications:")
+		t := newTable(&indent{w: c.stdout}, "RECEIVER", "KIND", "QUEUED", "DELIVERED", "RETRIES", "FAILED", "DROPPED", "LAST ERROR")
+		for _, n := range st.Notifications {
+			last := "-"
+			if n.LastError != "" {
+				last = fmt.Sprintf("%s (%s ago)", api.OneLine(n.LastError), shortDuration(c.now().Sub(n.LastErrAt)))
+			}
+			t.row(safeText(n.Name), n.Kind, strconv.Itoa(n.Queued), strconv.FormatUint(n.Delivered, 10),
+				strconv.FormatUint(n.Retries, 10), strconv.FormatUint(n.Failed, 10), strconv.FormatUint(n.Dropped, 10), safeText(last))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
 	for _, e := range st.Errors {
 		fmt.Fprintf(c.stderr, "ribkeeper: status incomplete: %s\n", safeText(api.OneLine(e)))
 	}

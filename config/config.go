@@ -42,6 +42,8 @@ type Config struct {
 	Rules []StaticRule
 	// Sources are the detectors allowed to send signals ([[source]]).
 	Sources []Source
+	// Notify are the receivers of notifications ([[notify]]).
+	Notify []Notify
 
 	lines map[string]int // where each key is written (Problem)
 }

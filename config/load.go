@@ -138,6 +138,7 @@ type file struct {
 		AnnounceRate       *int64 `toml:"announce_rate"`
 	} `toml:"reconcile"`
 	Sources []rawSource `toml:"source"`
+	Notify  []rawNotify `toml:"notify"`
 }
 
 // Load reads and validates the file at path. The error, if any, is an
@@ -377,6 +378,7 @@ func (v *validator) build(f *file) *Config {
 	v.apiListener(f, c)
 	v.apiBounds(f, c)
 	v.sources(f, c)
+	v.notifyTargets(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval

@@ -56,3 +56,38 @@ func TestSourceErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestNotify(t *testing.T) {
+	c, err := Parse("t.toml", []byte(sourcesBase+`
+[[notify]]
+name = "noc"
+kind = "slack"
+url = "https://hooks.example.net/T000/B000/XXXX"
+events = ["peer.down", "incident.opened"]
+
+[[notify]]
+name = "soar"
+kind = "webhook"
+url = "http://127.0.0.1:9000/hook"
+secret = "0123456789abcdef0123"
+queue = 50
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Notify) != 2 || c.Notify[0].Kind != "slack" || len(c.Notify[0].Events) != 2 || c.Notify[1].Queue != 50 || c.Notify[1].Secret == "" {
+		t.Errorf("notify = %+v", c.Notify)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"[[notify]]\nname = \"x\"\nkind = \"slack\"\nurl = \"http://hooks.example.net/x\"", "clear text"},
+		{"[[notify]]\nname = \"x\"\nkind = \"webhook\"\nurl = \"https://h.example.net/x\"", "set exactly one of secret"},
+		{"[[notify]]\nname = \"x\"\nkind = \"slack\"\nurl = \"https://h.example.net/x\"\nevents = [\"peer.flap\"]", "not an event"},
+		{"[[notify]]\nname = \"x\"\nkind = \"pager\"\nurl = \"https://h.example.net/x\"", "not a receiver kind"},
+		{"[[notify]]\nname = \"x\"\nkind = \"slack\"\nurl = \"https://h.example.net/x\"\nqueue = 0", "out of range"},
+	} {
+		_, err := Parse("t.toml", []byte(sourcesBase+tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}

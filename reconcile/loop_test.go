@@ -212,7 +212,13 @@ func TestMirrorNotReadyAnnouncesNothing(t *testing.T) {
 }
 
 func TestTransientErrorBacksOffWithoutBlockingOthers(t *testing.T) {
-	r, st, sp := newTest(t, Config{RetryBase: 20 * time.Millisecond})
+	var told atomic.Int32
+	r, st, sp := newTest(t, Config{RetryBase: 20 * time.Millisecond, RuleFailed: func(_ int64, _ string, withdraw bool, err error, terminal bool) {
+		if withdraw || terminal || err != errFlaky {
+			t.Errorf("RuleFailed(withdraw %v, %v, terminal %v)", withdraw, err, terminal)
+		}
+		told.Add(1)
+	}})
 	flaky := testRule(t, 0, discard())
 	var tries atomic.Int32
 	var firstTry, lastTry atomic.Int64
@@ -250,6 +256,9 @@ func TestTransientErrorBacksOffWithoutBlockingOthers(t *testing.T) {
 	if n := tries.Load(); n != 5 {
 		t.Errorf("flaky rule tried %d times, want 5 (4 failures then success)", n)
 	}
+	if n := told.Load(); n != 1 {
+		t.Errorf("RuleFailed called %d times for four failures of one request, want 1 (the first)", n)
+	}
 	// Backoff 20+40+80+160 ms between the five tries: well over 200 ms.
 	if d := time.Duration(lastTry.Load() - firstTry.Load()); d < 250*time.Millisecond {
 		t.Errorf("five tries took %v; backoff not applied", d)
@@ -257,7 +266,13 @@ func TestTransientErrorBacksOffWithoutBlockingOthers(t *testing.T) {
 }
 
 func TestTerminalErrorRecordedNotRetried(t *testing.T) {
-	r, st, sp := newTest(t, Config{RetryBase: time.Millisecond})
+	var told atomic.Int32
+	r, st, sp := newTest(t, Config{RetryBase: time.Millisecond, RuleFailed: func(_ int64, _ string, _ bool, _ error, terminal bool) {
+		if !terminal {
+			t.Error("RuleFailed: a terminal failure reported as transient")
+		}
+		told.Add(1)
+	}})
 	bad := testRule(t, 0, discard())
 	var tries atomic.Int32
 	sp.announceErr = func(r flowspec.Rule) error {
@@ -286,6 +301,9 @@ func TestTerminalErrorRecordedNotRetried(t *testing.T) {
 	}
 	if n := tries.Load(); n != 1 {
 		t.Errorf("terminal rule tried %d times, want 1", n)
+	}
+	if n := told.Load(); n != 1 {
+		t.Errorf("RuleFailed called %d times, want 1", n)
 	}
 	// A changed rule is a new request: tried again.
 	st.update(id, rateLimit(5), time.Time{})

@@ -554,6 +554,7 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 		res.Errors++
 		st.set(it.ID, false, err.Error())
 		retryIn, term := r.work.failed(it.Match, opAnnounce, it.Action, err, now)
+		r.ruleFailed(it, false, err, term)
 		switch {
 		case !r.logs.failure():
 		case term:
@@ -615,6 +616,14 @@ func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string,
 	}
 }
 
+// ruleFailed tells Config.RuleFailed of a failure that is the first of
+// its request, or final.
+func (r *Reconciler) ruleFailed(it Item, withdraw bool, err error, terminal bool) {
+	if r.cfg.RuleFailed != nil && (terminal || r.work.failures(it.Match) == 1) {
+		r.cfg.RuleFailed(it.ID, it.Rule().String(), withdraw, err, terminal)
+	}
+}
+
 // withdrawn does the bookkeeping of one withdrawal that returned err.
 func (r *Reconciler) withdrawn(it Item, kind string, err error, now time.Time, res *PassResult, st *statusBatch) {
 	if err != nil {
@@ -623,6 +632,7 @@ func (r *Reconciler) withdrawn(it Item, kind string, err error, now time.Time, r
 			st.set(rr.ID, true, err.Error())
 		}
 		retryIn, term := r.work.failed(it.Match, opWithdraw, flowspec.Action{}, err, now)
+		r.ruleFailed(it, true, err, term)
 		switch {
 		case !r.logs.failure():
 		case term:

@@ -83,6 +83,14 @@ func (q *workQueue) failed(m flowspec.Match, o op, a flowspec.Action, err error,
 	return retryIn, false
 }
 
+// failures counts the failures in a row of m's current request.
+func (q *workQueue) failures(m flowspec.Match) int {
+	if at, ok := q.attempts[m]; ok {
+		return at.failures
+	}
+	return 0
+}
+
 // accepted records a request the speaker took: the mirror should show it
 // within the settle timeout.
 func (q *workQueue) accepted(m flowspec.Match, o op, a flowspec.Action, now time.Time) {

@@ -144,6 +144,11 @@ type Config struct {
 	// Recorder, if set, is told about passes, announcements, withdrawals
 	// and expiry lateness (metrics).
 	Recorder Recorder
+	// RuleFailed, if set, is told when the speaker refuses a rule's
+	// announcement or withdrawal: on the first failure of a request and
+	// when it is given up (terminal), not on every retry. It is called on
+	// the loop and must not block (notifications queue it).
+	RuleFailed func(id int64, rule string, withdraw bool, err error, terminal bool)
 	// Clock is what the loop reads as now and arms its timers on; nil is
 	// the system clock. Tests inject a clock.Fake.
 	Clock clock.Clock
