@@ -235,7 +235,7 @@ func (g *Guard) check(ctx context.Context, c Counter, ins []Input, q Quota, reco
 	needCounts := keeps || l.MaxActiveRules > 0 || l.MaxRulesPerDestination > 0 || l.MaxNewRulesPerMinute > 0 || q.Max > 0
 	var counts store.QuotaCounts
 	if needCounts {
-		qq := store.QuotaQuery{Matches: make([]flowspec.Match, 0, len(ins))}
+		qq := store.QuotaQuery{Matches: make([]flowspec.Match, 0, len(ins)), Total: l.MaxActiveRules > 0}
 		if q.Max > 0 {
 			qq.Actor = q.Actor
 		}

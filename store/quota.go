@@ -15,6 +15,10 @@ import (
 // (withdraw requested) count as gone: storing one again cancels its
 // withdrawal and makes it new.
 type QuotaQuery struct {
+	// Total asks for the count of every active rule (the guardrail
+	// max_active_rules). It reads an index entry per active rule, so it is
+	// asked only when that cap is set.
+	Total bool
 	// Actor, if set, counts the active rules it created or last changed
 	// (the quota of a scoped token).
 	Actor string
@@ -27,7 +31,7 @@ type QuotaQuery struct {
 
 // QuotaCounts is QuotaCounts' answer.
 type QuotaCounts struct {
-	Active        int                  // active rules in total
+	Active        int                  // active rules in total (if QuotaQuery.Total)
 	ByActor       int                  // of them, last written by QuotaQuery.Actor
 	ByDestination map[netip.Prefix]int // per QuotaQuery.Destinations entry
 	// Existing holds the QuotaQuery.Matches that are active.
@@ -65,8 +69,10 @@ func (s *Store) QuotaCounts(ctx context.Context, q QuotaQuery) (QuotaCounts, err
 	rd := s.eng.reader()
 	out := QuotaCounts{ByDestination: make(map[netip.Prefix]int, len(q.Destinations)), Existing: map[flowspec.Match]Existing{}}
 	const live = ` FROM rules WHERE state = 'active' AND NOT withdraw_requested`
-	if err := rd.queryRow(cctx, `SELECT COUNT(*)`+live).Scan(&out.Active); err != nil {
-		return QuotaCounts{}, s.wrap(ctx, op, err)
+	if q.Total {
+		if err := rd.queryRow(cctx, `SELECT COUNT(*)`+live).Scan(&out.Active); err != nil {
+			return QuotaCounts{}, s.wrap(ctx, op, err)
+		}
 	}
 	if q.Actor != "" {
 		if err := rd.queryRow(cctx, `SELECT COUNT(*)`+live+` AND actor = ?`, q.Actor).Scan(&out.ByActor); err != nil {

@@ -67,7 +67,7 @@ func testQuotaCounts(t *testing.T, fresh freshFunc) {
 	rt := netip.MustParsePrefix("198.51.100.9/32")
 	none := netip.MustParsePrefix("203.0.113.0/24")
 	unknown := parseRule(t, "match destination 203.0.113.1/32 then discard").Match
-	q := QuotaQuery{Actor: "alice", Destinations: []netip.Prefix{p24, p32, v6, rt, none},
+	q := QuotaQuery{Total: true, Actor: "alice", Destinations: []netip.Prefix{p24, p32, v6, rt, none},
 		Matches: []flowspec.Match{stored[0].Rule.Match, stored[2].Rule.Match, stored[5].Rule.Match, stored[6].Rule.Match, unknown}}
 	check := func(when string) {
 		t.Helper()
@@ -77,6 +77,12 @@ func testQuotaCounts(t *testing.T, fresh freshFunc) {
 		}
 		if got.Active != 6 || got.ByActor != 4 {
 			t.Errorf("%s: active %d, by alice %d; want 6 and 4 (a rule on its way out counts as gone)", when, got.Active, got.ByActor)
+		}
+		// Without Total the count of every active rule is not read.
+		q2 := q
+		q2.Total = false
+		if got2, err := s.QuotaCounts(ctx, q2); err != nil || got2.Active != 0 || got2.ByActor != 4 {
+			t.Errorf("%s: without Total: active %d, by alice %d, %v; want 0 (not counted) and 4", when, got2.Active, got2.ByActor, err)
 		}
 		for p, want := range map[netip.Prefix]int{p24: 2, p32: 1, v6: 1, rt: 1, none: 0} {
 			if got.ByDestination[p] != want {
