@@ -49,7 +49,7 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status, body, err := h(w, r)
 		if err != nil {
-			writeError(w, s.toError(r, err))
+			writeError(w, s.withBatchHint(s.toError(r, err)))
 			return
 		}
 		writeJSON(w, status, body)

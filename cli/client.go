@@ -132,6 +132,14 @@ func (c *Client) AddRules(ctx context.Context, reqs []api.AddRuleRequest) ([]api
 	return out.Rules, err
 }
 
+// WithdrawMatch withdraws the active rule with the match of text (its
+// action is ignored) and returns it; none when no such rule was active.
+func (c *Client) WithdrawMatch(ctx context.Context, text string) ([]api.Rule, error) {
+	var out api.RuleList
+	_, err := c.do(ctx, http.MethodPost, "/v1/rules/withdraw", api.WithdrawMatchRequest{Text: text}, &out)
+	return out.Rules, err
+}
+
 // History returns a rule's audit trail, oldest first.
 func (c *Client) History(ctx context.Context, id int64) ([]api.Event, error) {
 	var out api.EventList
