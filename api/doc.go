@@ -85,6 +85,8 @@
 //	                                when WithEvents is given)
 //	GET    /v1/series               {"interval_seconds", "points": [...]}: active rules
 //	                                and drift repairs over time (when WithSeries is given)
+//	GET    /v1/openapi.json         the OpenAPI 3 document of these routes (openapi.json);
+//	                                public on TCP: no token needed
 //	GET    /ui/                     the console's pages, on TCP only and without a
 //	                                token (when WithConsole is given; / redirects)
 //	GET    /metrics                 Prometheus metrics (when WithMetrics is given)

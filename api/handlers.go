@@ -38,6 +38,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
 	mux.Handle("GET /v1/whoami", s.handle(s.getWhoami))
+	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
