@@ -196,6 +196,9 @@ type cli struct {
 	now    func() time.Time
 	// cmd is the command running ("rule add"), named in its errors.
 	cmd string
+	// onFlags, if set, is given each FlagSet a command builds (for the
+	// completion script).
+	onFlags func(*flag.FlagSet)
 }
 
 func (c *cli) page() int {
@@ -263,6 +266,9 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	c.cmd = name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by Run
+	if c.onFlags != nil {
+		c.onFlags(fs)
+	}
 	return fs
 }
 
