@@ -55,6 +55,10 @@
 //	POST   /v1/rules/withdraw       body {"text": "match ... then ..."}: withdraw the active
 //	                                rule with that match (the action is ignored);
 //	                                200 {"rules": [rule...]}, empty when none was active
+//	POST   /v1/rules/withdraw/batch body {"rules": [{"text": ...}, ...]}: withdraw the active
+//	                                rule of each match in one transaction, or none
+//	                                (errors name "rules[3].text"); texts matching no
+//	                                active rule are skipped; 200 {"rules": [withdrawn...]}
 //	GET    /v1/rules[?state=S]      {"rules": [rule...]}, newest first; S is one of
 //	                                active, withdrawing, withdrawn, expired (default: all)
 //	GET    /v1/rules/{id}           the rule

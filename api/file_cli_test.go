@@ -103,7 +103,8 @@ func TestCLIAddWithdrawFile(t *testing.T) {
 	code = cli.RunWithStdin(context.Background(), cli.NewClient(ts.sock, 0), bytes.NewReader(in),
 		[]string{"rule", "withdraw", "--file", "-"}, &stdout, &stderr)
 	if code != 0 || strings.Count(stdout.String(), ": withdrawing\n") != len(texts) ||
-		!strings.Contains(stderr.String(), "withdrew 60 rules from stdin; 0 lines matched no active rule") {
+		!strings.Contains(stderr.String(), "stdin: 9 of 60 rules withdrawn (batch 1, 9 rules)\n") ||
+		!strings.HasSuffix(stderr.String(), "withdrew 60 rules from stdin in 7 batches; 0 lines matched no active rule\n") {
 		t.Fatalf("rule withdraw --file -: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	if n := activeCount(t, st); n != 0 {
@@ -119,6 +120,13 @@ func TestCLIAddWithdrawFile(t *testing.T) {
 	}
 	if !strings.Contains(errOut, path+": 60 of 60 rules stored (batch 2, ") || strings.Contains(errOut, "(batch 3, ") {
 		t.Errorf("want 2 batches of at most 4096 bytes:\n%s", errOut)
+	}
+	// Withdrawing half of them (and lines that match nothing) the same way.
+	half, _ := ruleFile(t, 30, "match destination 192.0.2.99/32 then discard")
+	code, out, errOut = runCLI(t, ts.sock, "rule", "withdraw", "--file", half)
+	if code != 0 || strings.Count(out, ": withdrawing\n") != 30 || activeCount(t, st) != 30 ||
+		!strings.HasSuffix(errOut, " in 1 batches; 1 lines matched no active rule\n") {
+		t.Errorf("rule withdraw --file: exit %d, %d active, stdout %q, stderr %q", code, activeCount(t, st), out, errOut)
 	}
 }
 

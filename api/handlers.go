@@ -30,6 +30,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/rules", s.handle(s.listRules))
 	mux.Handle("POST /v1/rules/batch", s.handle(s.addRules))
 	mux.Handle("POST /v1/rules/withdraw", s.handle(s.withdrawMatch))
+	mux.Handle("POST /v1/rules/withdraw/batch", s.handle(s.withdrawMatches))
 	mux.Handle("GET /v1/rules/{id}", s.handle(s.getRule))
 	mux.Handle("GET /v1/rules/{id}/history", s.handle(s.getHistory))
 	mux.Handle("DELETE /v1/rules/{id}", s.handle(s.withdrawRule))

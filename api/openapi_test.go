@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/bgp"
 )
 
 // The OpenAPI document is checked against the code, not against itself:
@@ -249,6 +250,12 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	ops := documented(doc)
 	ts := startServer(t)
 	ts.rib.setReady(true)
+	ts.rib.announce(mustParse(t, "match destination 203.0.113.7/32 then discard"))
+	now := time.Now()
+	ts.rib.setPeers([]bgp.PeerStatus{
+		{Address: "192.0.2.1", ASN: 65000, State: "established", Uptime: time.Hour, Families: []string{"ipv4-flowspec"}, Sent: 1, Since: now, Profile: "junos", MaxPrefixes: 100},
+		{Address: "192.0.2.2", ASN: 65001, State: "active", LastError: "hold timer expired", LastErrorAt: now, Flaps: 2, Hint: "check the router", PrefixLimited: true},
+	})
 	rule := `{"text":"match destination 203.0.113.7/32 protocol udp source-port 53 then discard","ttl":"1h","reason":"ticket 42"}`
 	for _, c := range []struct{ method, route, path, body string }{
 		{"POST", "/v1/rules", "/v1/rules", rule},
@@ -265,8 +272,10 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"GET", "/v1/whoami", "/v1/whoami", ""},
 		{"POST", "/v1/validate", "/v1/validate", rule},
 		{"POST", "/v1/validate", "/v1/validate", `{"text":"match destination 0.0.0.0/0 then discard"}`},
-		{"POST", "/v1/rules/withdraw", "/v1/rules/withdraw", `{"text":"route 198.51.100.9/32 then discard"}`},
-		{"DELETE", "/v1/rules/{id}", "/v1/rules/1", ""},
+		{"POST", "/v1/rules/withdraw", "/v1/rules/withdraw", `{"text":"route 198.51.100.9/32 then blackhole"}`},
+		{"POST", "/v1/rules/withdraw/batch", "/v1/rules/withdraw/batch", `{"rules":[{"text":"route 198.51.100.9/32 then blackhole"},{"text":"match destination 203.0.113.7/32 protocol udp source-port 53 then discard"}]}`},
+		{"POST", "/v1/rules/withdraw/batch", "/v1/rules/withdraw/batch", `{"rules":[{"text":"route 198.51.100.9/32 then"}]}`},
+		{"DELETE", "/v1/rules/{id}", "/v1/rules/2", ""},
 		// Errors: each is an ErrorBody.
 		{"GET", "/v1/rules/{id}", "/v1/rules/99", ""},
 		{"GET", "/v1/rules/{id}", "/v1/rules/x", ""},
@@ -276,6 +285,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"POST", "/v1/rules", "/v1/rules", `{"text":"` + strings.Repeat("x", 5000) + `"}`},
 	} {
 		status, body := ts.do(t, c.method, c.path, c.body)
+		t.Logf("%s %s: %d", c.method, c.path, status)
 		op := ops[c.method+" "+c.route]
 		if op == nil {
 			t.Errorf("%s %s is not documented", c.method, c.route)

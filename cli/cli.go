@@ -30,7 +30,7 @@ var commands = []command{
 	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] [--dry-run] 'match ... then ...' | --file FILE|-",
 		"Add a FlowSpec rule (or an RTBH route, 'route PREFIX then blackhole') and print its id. " +
 			"--file: add the rules of FILE (- for stdin), one rule text per line (blank lines and # comments skipped), with the same flags, " +
-			"in batches as large as the daemon takes, each all or none; every line is checked before anything is sent. " +
+			"in batches of up to 2000 rules (fewer if the daemon takes fewer), each all or none; every line is checked before anything is sent. " +
 			"The same match again updates that rule: only what is given changes (--reason \"\" clears the reason). " +
 			"--dry-run: check it as 'rule validate' does, storing nothing. " +
 			"Rule text: README and flowspec/SYNTAX.md."},
@@ -41,7 +41,7 @@ var commands = []command{
 		"List the stored rules, by default in the order routers apply them."},
 	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
 	{"rule withdraw", "ID | --file FILE|-", "Withdraw a rule; it is withdrawn once the RIB shows it gone. " +
-		"--file: withdraw the active rule of each line's match (one rule text per line, the action ignored; - for stdin)."},
+		"--file: withdraw the active rule of each line's match (one rule text per line, the action ignored; - for stdin), in batches, each all or none."},
 	{"rule history", "[--json] ID", "Show every change to a rule, with its time, actor and site."},
 	{"route add", "PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b] [--community AS:N,...] [--next-hop ADDR]",
 		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},

@@ -132,11 +132,12 @@ func (c *Client) AddRules(ctx context.Context, reqs []api.AddRuleRequest) ([]api
 	return out.Rules, err
 }
 
-// WithdrawMatch withdraws the active rule with the match of text (its
-// action is ignored) and returns it; none when no such rule was active.
-func (c *Client) WithdrawMatch(ctx context.Context, text string) ([]api.Rule, error) {
+// WithdrawMatches withdraws the active rule of each request's match (the
+// action ignored) in one transaction, all or none, and returns the rules
+// withdrawn.
+func (c *Client) WithdrawMatches(ctx context.Context, reqs []api.WithdrawMatchRequest) ([]api.Rule, error) {
 	var out api.RuleList
-	_, err := c.do(ctx, http.MethodPost, "/v1/rules/withdraw", api.WithdrawMatchRequest{Text: text}, &out)
+	_, err := c.do(ctx, http.MethodPost, "/v1/rules/withdraw/batch", api.WithdrawMatchesRequest{Rules: reqs}, &out)
 	return out.Rules, err
 }
 

@@ -20,17 +20,19 @@ import (
 // Rules from a file: "rule add --file F" and "rule withdraw --file F" (F
 // "-" is stdin) take one rule text per line; blank lines and lines
 // starting with # are skipped. Every line is parsed before anything is
-// sent, so a typo on line 9,000 stores nothing. Adds go in batches
-// (POST /v1/rules/batch), each all or none, as large as the daemon takes:
-// its 413 says how many rules and bytes fit, and the batch is split again
-// by it. Withdrawals go one by one (POST /v1/rules/withdraw).
+// sent, so a typo on line 9,000 stores nothing. Both go in batches (POST
+// /v1/rules/batch, /v1/rules/withdraw/batch), each all or none, of at most
+// fileBatchRules rules and as large as the daemon takes: its 413 says how
+// many rules and bytes fit, and the batch is split again by it.
+
+// fileBatchRules caps the rules of one batch below the daemon's own
+// bounds: a batch of 10,000 withdrawals takes seconds, and each request
+// must answer well inside the client's timeout, with a progress line
+// between two.
+const fileBatchRules = 2000
 
 // maxFileLineBytes bounds one line of a rules file.
 const maxFileLineBytes = 64 << 10
-
-// progressEvery is how many rules a withdrawal from a file does between
-// two progress lines.
-const progressEvery = 1000
 
 // fileLine is one rule text of a file and where it was.
 type fileLine struct {
@@ -119,62 +121,110 @@ func (b *batchBounds) learn(e *api.Error, n int) bool {
 	return narrowed
 }
 
-// next returns how many of reqs (at least one) go in the next batch.
-func (b batchBounds) next(reqs []api.AddRuleRequest) int {
+// next returns how many of the rules whose JSON sizes are sizes (at
+// least one) go in the next batch.
+func (b batchBounds) next(sizes []int) int {
 	size := int64(len(`{"rules":[]}`))
-	for i, r := range reqs {
+	for i, n := range sizes {
 		if i == b.rules {
 			return i
 		}
-		j, _ := json.Marshal(r)
-		size += int64(len(j)) + 1
+		size += int64(n) + 1
 		if size > b.bytes && i > 0 {
 			return i
 		}
 	}
-	return len(reqs)
+	return len(sizes)
 }
 
 // ruleIndex finds the rule a batch error names ("rules[3].text").
 var ruleIndex = regexp.MustCompile(`^rules\[(\d+)\]`)
 
+// inBatches sends the rules of lines, whose JSON sizes are sizes, in
+// batches as large as the daemon takes: send sends lines[from:from+n]
+// and returns the daemon's error. A batch the daemon finds too large
+// stored nothing: it is split by what the 413 says fits. past names what
+// was done ("stored", "withdrawn") in the progress lines on stderr, one
+// per batch when there is more than one.
+func (c *cli) inBatches(name, past string, lines []fileLine, sizes []int, send func(from, n int) error) (int, error) {
+	bounds := batchBounds{rules: min(fileBatchRules, api.DefaultMaxBatchRules), bytes: api.DefaultMaxBodyBytes}
+	done, batches := 0, 0
+	for done < len(lines) {
+		n := bounds.next(sizes[done:])
+		if err := send(done, n); err != nil {
+			var e *api.Error
+			if errors.As(err, &e) && bounds.learn(e, n) {
+				continue
+			}
+			return batches, c.fileError(name, past, lines, done, n, err)
+		}
+		done += n
+		batches++
+		if batches > 1 || done < len(lines) {
+			fmt.Fprintf(c.stderr, "%s: %d of %d rules %s (batch %d, %d rules)\n", name, done, len(lines), past, batches, n)
+		}
+	}
+	return batches, nil
+}
+
+// jsonSizes is the size of each value's JSON.
+func jsonSizes[T any](vs []T) []int {
+	out := make([]int, len(vs))
+	for i, v := range vs {
+		j, _ := json.Marshal(v)
+		out[i] = len(j)
+	}
+	return out
+}
+
 // addFile adds the rules of lines in batches, each with the flags of req,
-// printing each rule's id on stdout and, for more than one batch, a
-// progress line per batch on stderr.
+// printing each rule's id on stdout.
 func (c *cli) addFile(ctx context.Context, name string, lines []fileLine, req api.AddRuleRequest) error {
 	reqs := make([]api.AddRuleRequest, len(lines))
 	for i, l := range lines {
 		reqs[i] = req
 		reqs[i].Text = l.text
 	}
-	bounds := batchBounds{rules: api.DefaultMaxBatchRules, bytes: api.DefaultMaxBodyBytes}
-	done, batches := 0, 0
-	for done < len(reqs) {
-		n := bounds.next(reqs[done:])
-		stored, err := c.client.AddRules(ctx, reqs[done:done+n])
-		if err != nil {
-			var e *api.Error
-			if errors.As(err, &e) && bounds.learn(e, n) {
-				continue // nothing of this batch was stored: split it
-			}
-			return c.fileError(name, lines, done, n, err)
-		}
+	batches, err := c.inBatches(name, "stored", lines, jsonSizes(reqs), func(from, n int) error {
+		stored, err := c.client.AddRules(ctx, reqs[from:from+n])
 		for _, r := range stored {
 			fmt.Fprintln(c.stdout, r.ID)
 		}
-		done += n
-		batches++
-		if batches > 1 || done < len(reqs) {
-			fmt.Fprintf(c.stderr, "%s: %d of %d rules stored (batch %d, %d rules)\n", name, done, len(reqs), batches, n)
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(c.stderr, "stored %d rules from %s in %d batches\n", done, name, batches)
+	fmt.Fprintf(c.stderr, "stored %d rules from %s in %d batches\n", len(lines), name, batches)
+	return nil
+}
+
+// withdrawFile withdraws the active rule of each line's match in
+// batches, printing each withdrawn rule on stdout.
+func (c *cli) withdrawFile(ctx context.Context, name string, lines []fileLine) error {
+	reqs := make([]api.WithdrawMatchRequest, len(lines))
+	for i, l := range lines {
+		reqs[i].Text = l.text
+	}
+	withdrawn := 0
+	batches, err := c.inBatches(name, "withdrawn", lines, jsonSizes(reqs), func(from, n int) error {
+		rules, err := c.client.WithdrawMatches(ctx, reqs[from:from+n])
+		for _, r := range rules {
+			withdrawn++
+			fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, safeText(r.State))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stderr, "withdrew %d rules from %s in %d batches; %d lines matched no active rule\n", withdrawn, name, batches, len(lines)-withdrawn)
 	return nil
 }
 
 // fileError says which line of a batch (lines[from:from+n]) the daemon
-// refused and what was stored before it.
-func (c *cli) fileError(name string, lines []fileLine, from, n int, err error) error {
+// refused and what was done before it.
+func (c *cli) fileError(name, past string, lines []fileLine, from, n int, err error) error {
 	where := fmt.Sprintf("lines %d-%d", lines[from].no, lines[from+n-1].no)
 	var e *api.Error
 	if errors.As(err, &e) {
@@ -184,34 +234,9 @@ func (c *cli) fileError(name string, lines []fileLine, from, n int, err error) e
 			}
 		}
 	}
-	stored := "nothing was stored"
+	done := "nothing was " + past
 	if from > 0 {
-		stored = fmt.Sprintf("the %d rules before line %d were stored, none after; fix it and run again: a rule stored again is updated, not duplicated", from, lines[from].no)
+		done = fmt.Sprintf("the %d rules before line %d were %s, none after; fix it and run again: a rule done again is updated or skipped, not duplicated", from, lines[from].no, past)
 	}
-	return fmt.Errorf("%s %s: %w; %s", name, where, err, stored)
-}
-
-// withdrawFile withdraws the active rule of each line's match, one
-// request per line, printing each withdrawn rule on stdout and, past
-// progressEvery lines, a progress line on stderr every progressEvery.
-func (c *cli) withdrawFile(ctx context.Context, name string, lines []fileLine) error {
-	withdrawn, none := 0, 0
-	for i, l := range lines {
-		rules, err := c.client.WithdrawMatch(ctx, l.text)
-		if err != nil {
-			return fmt.Errorf("%s line %d: %w (the %d lines before it were done)", name, l.no, err, i)
-		}
-		if len(rules) == 0 {
-			none++
-		}
-		for _, r := range rules {
-			withdrawn++
-			fmt.Fprintf(c.stdout, "rule %d: %s\n", r.ID, safeText(r.State))
-		}
-		if (i+1)%progressEvery == 0 && i+1 < len(lines) {
-			fmt.Fprintf(c.stderr, "%s: %d of %d lines done\n", name, i+1, len(lines))
-		}
-	}
-	fmt.Fprintf(c.stderr, "withdrew %d rules from %s; %d lines matched no active rule\n", withdrawn, name, none)
-	return nil
+	return fmt.Errorf("%s %s: %w; %s", name, where, err, done)
 }
