@@ -47,18 +47,38 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
+// localCommands are the commands the program runs itself, as usage shows
+// them; the bash completion completes them and their flags.
+var localCommands = []cli.Local{
+	{Name: "serve", Synopsis: "--config FILE", About: "run the daemon"},
+	{Name: "check-config", Synopsis: "--config FILE", About: "validate a configuration file and exit"},
+	{Name: "flowspec encode", Synopsis: "[--family ipv4|ipv6] 'match ... then ...'"},
+	{Name: "flowspec decode", Synopsis: "--family ipv4|ipv6 HEX"},
+	{Name: "profiles", Synopsis: "[RULE]", About: "the router profiles; with a rule, which of them take it"},
+	{Name: "version", About: "version, commit, build date, Go and GoBGP versions (also --version)"},
+	{Name: "completion bash", About: "the bash completion script (source it, or install it in /usr/share/bash-completion/completions/)"},
+}
+
+// localUsage is one line per local command.
+func localUsage() string {
+	var b strings.Builder
+	for _, c := range localCommands {
+		line := strings.TrimSpace("ribkeeper " + c.Name + " " + c.Synopsis)
+		if c.About == "" {
+			fmt.Fprintf(&b, "  %s\n", line)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-39s %s\n", line, c.About)
+	}
+	return b.String()
+}
+
 // usage is the program's overview; each client command's own usage (its
 // --help) comes from api.
 var usage = `ribkeeper: keeps a BGP FlowSpec table equal to a stored desired state
 
 usage:
-  ribkeeper serve --config FILE           run the daemon
-  ribkeeper check-config --config FILE    validate a configuration file and exit
-  ribkeeper flowspec encode [--family ipv4|ipv6] 'match ... then ...'
-  ribkeeper flowspec decode --family ipv4|ipv6 HEX
-  ribkeeper profiles [RULE]               the router profiles; with a rule, which of them take it
-  ribkeeper version                       version, commit, build date, Go and GoBGP versions (also --version)
-` + cli.Synopsis() + `
+` + localUsage() + cli.Synopsis() + `
 Run 'ribkeeper COMMAND --help' for a command's flags.
 Client commands reach the daemon over its control socket: --socket PATH,
 or the socket named in --config FILE, or $RIBKEEPER_SOCKET, or
@@ -107,6 +127,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return profilesCmd(args[1:], stdout, stderr)
 	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown":
 		return cli.Main(ctx, args, stdout, stderr)
+	case "completion":
+		if len(args) != 2 || args[1] != "bash" {
+			fmt.Fprint(stderr, "usage: ribkeeper completion bash (only bash is supported)\n")
+			return 2
+		}
+		if err := cli.BashCompletion(stdout, localCommands); err != nil {
+			fmt.Fprintf(stderr, "ribkeeper completion: %v\n", err)
+			return 1
+		}
+		return 0
 	case "version", "--version", "-version":
 		buildinfo.Read().Write(stdout)
 		return 0

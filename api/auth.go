@@ -140,6 +140,10 @@ func requiredRole(r *http.Request) Role {
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a := s.tcp.load()
+		if public(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if a.tokens == nil {
 			serveWhile(a.anonymous, next, w, withActor(r, tcpActor))
 			return

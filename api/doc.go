@@ -55,6 +55,10 @@
 //	POST   /v1/rules/withdraw       body {"text": "match ... then ..."}: withdraw the active
 //	                                rule with that match (the action is ignored);
 //	                                200 {"rules": [rule...]}, empty when none was active
+//	POST   /v1/rules/withdraw/batch body {"rules": [{"text": ...}, ...]}: withdraw the active
+//	                                rule of each match in one transaction, or none
+//	                                (errors name "rules[3].text"); texts matching no
+//	                                active rule are skipped; 200 {"rules": [withdrawn...]}
 //	GET    /v1/rules[?state=S]      {"rules": [rule...]}, newest first; S is one of
 //	                                active, withdrawing, withdrawn, expired (default: all)
 //	GET    /v1/rules/{id}           the rule
@@ -85,6 +89,8 @@
 //	                                when WithEvents is given)
 //	GET    /v1/series               {"interval_seconds", "points": [...]}: active rules
 //	                                and drift repairs over time (when WithSeries is given)
+//	GET    /v1/openapi.json         the OpenAPI 3 document of these routes (openapi.json);
+//	                                public on TCP: no token needed
 //	GET    /ui/                     the console's pages, on TCP only and without a
 //	                                token (when WithConsole is given; / redirects)
 //	GET    /metrics                 Prometheus metrics (when WithMetrics is given)

@@ -39,6 +39,12 @@ type Error struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`  // the request field at fault, if one is
 	Column  int    `json:"column,omitempty"` // 1-based column in the rule text, for invalid_rule
+	// MaxBatchRules and MaxBodyBytes, on a 413 (too_many_rules,
+	// body_too_large), say how much one request may hold: at most
+	// MaxBatchRules rules ([limits] max_batch_rules) in at most
+	// MaxBodyBytes bytes. A client splits its batch by them.
+	MaxBatchRules int   `json:"max_batch_rules,omitempty"`
+	MaxBodyBytes  int64 `json:"max_body_bytes,omitempty"`
 	// RetryAfter, for rate_limited, is sent as the Retry-After header.
 	RetryAfter time.Duration `json:"-"`
 }
@@ -59,8 +65,26 @@ func errInternal() *Error {
 }
 
 func errBodyTooLarge(limit int64) *Error {
-	return newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
-		"request body is larger than %d bytes", limit)
+	e := newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+		"request body is larger than %d bytes, the most one request may send: split it into smaller requests", limit)
+	e.MaxBodyBytes = limit
+	return e
+}
+
+// withBatchHint adds to a 413 how much one request may hold, so that a
+// client can split its batch: the rules [limits] max_batch_rules allows
+// and the body limit. Other errors pass unchanged.
+func (s *Server) withBatchHint(e *Error) *Error {
+	if e.Code != CodeBodyTooLarge && e.Code != CodeTooManyRules {
+		return e
+	}
+	e.MaxBatchRules = s.gate.Limits().MaxBatchRules
+	e.MaxBodyBytes = s.opts.maxBodyBytes
+	if e.Code == CodeBodyTooLarge {
+		e.Message = fmt.Sprintf("request body is larger than %d bytes, the most one request may send: split the batch into requests of at most %d rules ([limits] max_batch_rules) and %d bytes ('ribkeeper rule add --file' splits for you)",
+			e.MaxBodyBytes, e.MaxBatchRules, e.MaxBodyBytes)
+	}
+	return e
 }
 
 // ruleTextError turns a flowspec parse error into a 400 that points at the
@@ -91,6 +115,10 @@ func OneLine(s string) string {
 	}
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// DefaultMaxBatchRules is how many rules one batch may hold unless
+// [limits] max_batch_rules says otherwise.
+const DefaultMaxBatchRules = admit.DefaultMaxBatchRules
 
 // More error codes of writes, each from a kind of the gate's refusal.
 const (

@@ -30,6 +30,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/rules", s.handle(s.listRules))
 	mux.Handle("POST /v1/rules/batch", s.handle(s.addRules))
 	mux.Handle("POST /v1/rules/withdraw", s.handle(s.withdrawMatch))
+	mux.Handle("POST /v1/rules/withdraw/batch", s.handle(s.withdrawMatches))
 	mux.Handle("GET /v1/rules/{id}", s.handle(s.getRule))
 	mux.Handle("GET /v1/rules/{id}/history", s.handle(s.getHistory))
 	mux.Handle("DELETE /v1/rules/{id}", s.handle(s.withdrawRule))
@@ -38,6 +39,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/status", s.handle(s.getStatus))
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
 	mux.Handle("GET /v1/whoami", s.handle(s.getWhoami))
+	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
@@ -49,7 +51,7 @@ func (s *Server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		status, body, err := h(w, r)
 		if err != nil {
-			writeError(w, s.toError(r, err))
+			writeError(w, s.withBatchHint(s.toError(r, err)))
 			return
 		}
 		writeJSON(w, status, body)

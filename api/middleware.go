@@ -64,7 +64,7 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.opts.maxBodyBytes {
 			w.Header().Set("Connection", "close")
-			writeError(w, errBodyTooLarge(s.opts.maxBodyBytes))
+			writeError(w, s.withBatchHint(errBodyTooLarge(s.opts.maxBodyBytes)))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.maxBodyBytes)

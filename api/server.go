@@ -51,6 +51,10 @@ type Gate interface {
 	Validate(ctx context.Context, a admit.Actor, req admit.Request) (admit.Verdict, error)
 	Withdraw(ctx context.Context, a admit.Actor, id int64) (store.Rule, error)
 	WithdrawMatch(ctx context.Context, a admit.Actor, text string) ([]store.Rule, error)
+	WithdrawMatches(ctx context.Context, a admit.Actor, texts []string) ([]store.Rule, error)
+	// Limits are the bounds of one request ([limits]): a 413 names
+	// max_batch_rules.
+	Limits() admit.Limits
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +27,10 @@ type command struct {
 
 // commands lists every client command, in the order usages show them.
 var commands = []command{
-	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] [--dry-run] 'match ... then ...'",
+	{"rule add", "[--ttl 10m|never] [--reason TEXT] [--sites a,b] [--dry-run] 'match ... then ...' | --file FILE|-",
 		"Add a FlowSpec rule (or an RTBH route, 'route PREFIX then blackhole') and print its id. " +
+			"--file: add the rules of FILE (- for stdin), one rule text per line (blank lines and # comments skipped), with the same flags, " +
+			"in batches of up to 2000 rules (fewer if the daemon takes fewer), each all or none; every line is checked before anything is sent. " +
 			"The same match again updates that rule: only what is given changes (--reason \"\" clears the reason). " +
 			"--dry-run: check it as 'rule validate' does, storing nothing. " +
 			"Rule text: README and flowspec/SYNTAX.md."},
@@ -37,7 +40,8 @@ var commands = []command{
 	{"rule list", "[--state active|withdrawing|withdrawn|expired] [--order precedence|id|expires] [--json]",
 		"List the stored rules, by default in the order routers apply them."},
 	{"rule show", "[--json] ID", "Show one rule, with its announce status and last error."},
-	{"rule withdraw", "ID", "Withdraw a rule; it is withdrawn once the RIB shows it gone."},
+	{"rule withdraw", "ID | --file FILE|-", "Withdraw a rule; it is withdrawn once the RIB shows it gone. " +
+		"--file: withdraw the active rule of each line's match (one rule text per line, the action ignored; - for stdin), in batches, each all or none."},
 	{"rule history", "[--json] ID", "Show every change to a rule, with its time, actor and site."},
 	{"route add", "PREFIX --blackhole [--ttl 30m] [--reason TEXT] [--sites a,b] [--community AS:N,...] [--next-hop ADDR]",
 		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},
@@ -154,7 +158,12 @@ func Run(ctx context.Context, socketPath string, args []string, stdout, stderr i
 // RunWith is Run with the daemon reached through client (the control
 // socket or TCP: NewTCPClient).
 func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
-	c := &cli{client: client, stdout: stdout, stderr: stderr, now: time.Now}
+	return RunWithStdin(ctx, client, os.Stdin, args, stdout, stderr)
+}
+
+// RunWithStdin is RunWith reading "--file -" from stdin.
+func RunWithStdin(ctx context.Context, client *Client, stdin io.Reader, args []string, stdout, stderr io.Writer) int {
+	c := &cli{client: client, stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
 	switch {
@@ -181,11 +190,15 @@ func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr 
 
 type cli struct {
 	client *Client
+	stdin  io.Reader // "--file -"
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
 	// cmd is the command running ("rule add"), named in its errors.
 	cmd string
+	// onFlags, if set, is given each FlagSet a command builds (for the
+	// completion script).
+	onFlags func(*flag.FlagSet)
 }
 
 func (c *cli) page() int {
@@ -253,6 +266,9 @@ func (c *cli) flagSet(name string) *flag.FlagSet {
 	c.cmd = name
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported once, by Run
+	if c.onFlags != nil {
+		c.onFlags(fs)
+	}
 	return fs
 }
 
@@ -300,12 +316,30 @@ func (c *cli) ruleAdd(ctx context.Context, args []string) error {
 	sites := fs.String("sites", "", "comma-separated `SITES` the rule targets (default: every site for a new rule, unchanged on an update)")
 	fs.Bool("allow-unknown-sites", false, "let --sites name a site no appliance has registered yet")
 	dryRun := fs.Bool("dry-run", false, "check the rule as 'rule validate' does and store nothing")
+	file := fs.String("file", "", "add the rules of `FILE`, one rule text per line (- reads stdin)")
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
+	if *file != "" {
+		if len(pos) > 0 {
+			return usagef("rule add", "give the rule text or --file, not both")
+		}
+		if *dryRun {
+			return usagef("rule add", "--dry-run checks one rule: with --file, every line is checked before anything is sent; use 'rule validate' for one of them")
+		}
+		lines, err := readRuleFile(*file, c.stdin)
+		if err != nil {
+			return err
+		}
+		req, err := addRequest(fs, "rule add", "", *ttl, *reason, *sites)
+		if err != nil {
+			return err
+		}
+		return c.addFile(ctx, fileName(*file), lines, req)
+	}
 	if len(pos) == 0 {
-		return usagef("rule add", "missing the rule text 'match ... then ...'")
+		return usagef("rule add", "missing the rule text 'match ... then ...' (or --file FILE)")
 	}
 	// Unquoted rule text arrives as several words.
 	req, err := addRequest(fs, "rule add", strings.Join(pos, " "), *ttl, *reason, *sites)
@@ -503,9 +537,23 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 
 func (c *cli) ruleWithdraw(ctx context.Context, cmd string, args []string) error {
 	fs := c.flagSet(cmd)
+	var file *string
+	if cmd == "rule withdraw" {
+		file = fs.String("file", "", "withdraw the active rule of each line's match in `FILE` (- reads stdin)")
+	}
 	pos, err := c.parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if file != nil && *file != "" {
+		if len(pos) > 0 {
+			return usagef(cmd, "give a rule ID or --file, not both")
+		}
+		lines, err := readRuleFile(*file, c.stdin)
+		if err != nil {
+			return err
+		}
+		return c.withdrawFile(ctx, fileName(*file), lines)
 	}
 	id, err := oneID(cmd, pos)
 	if err != nil {
@@ -796,6 +844,14 @@ func (c *cli) printJSON(v any) error {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// fileName is how messages name the file of --file.
+func fileName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
 }
 
 func oneID(cmd string, pos []string) (int64, error) {

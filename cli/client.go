@@ -132,6 +132,15 @@ func (c *Client) AddRules(ctx context.Context, reqs []api.AddRuleRequest) ([]api
 	return out.Rules, err
 }
 
+// WithdrawMatches withdraws the active rule of each request's match (the
+// action ignored) in one transaction, all or none, and returns the rules
+// withdrawn.
+func (c *Client) WithdrawMatches(ctx context.Context, reqs []api.WithdrawMatchRequest) ([]api.Rule, error) {
+	var out api.RuleList
+	_, err := c.do(ctx, http.MethodPost, "/v1/rules/withdraw/batch", api.WithdrawMatchesRequest{Rules: reqs}, &out)
+	return out.Rules, err
+}
+
 // History returns a rule's audit trail, oldest first.
 func (c *Client) History(ctx context.Context, id int64) ([]api.Event, error) {
 	var out api.EventList
