@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,18 @@ import (
 // pgEngine is the shared engine: several appliances use one PostgreSQL
 // database, each with its own site name.
 type pgEngine struct {
-	pool  *pgxpool.Pool
-	where string // host:port/database, for messages (no password)
+	pool *pgxpool.Pool
+	// where names every host of the DSN and the database
+	// ("a:5432,b:5432/rk"), for messages (no password).
+	where string
+	log   hclog.Logger
+	// server is the address of the server the newest connection reached
+	// ("" before the first): with a multi-host DSN, the one in use.
+	server atomic.Value // string
+	// moved wakes the change feed's reconnect when a connection reached a
+	// server other than the one before (a failover): the feed follows at
+	// once instead of after its backoff.
+	moved chan struct{}
 	// queries caches "?" → "$n" rewrites.
 	queries sync.Map
 	// listenPID is the backend pid of the LISTEN connection (0: none).
@@ -38,7 +49,7 @@ const changesChannel = "ribkeeper_changes"
 // migrations of concurrently starting instances ("ribkeepr" in ASCII).
 const migrationLockKey int64 = 0x7269626b65657072
 
-func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
+func openPostgres(ctx context.Context, dsn string, log hclog.Logger) (*pgEngine, error) {
 	if dsn == "" {
 		return nil, invalid("dsn", "empty PostgreSQL DSN: set it in the config or RIBKEEPER_STORE_DSN")
 	}
@@ -50,7 +61,9 @@ func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ribkeeper"
 	}
-	e := &pgEngine{where: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	e := &pgEngine{where: pgWhere(cfg.ConnConfig), log: log, moved: make(chan struct{}, 1)}
+	e.server.Store("")
+	cfg.AfterConnect = e.connected
 	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres database %s: %w", e.where, err)
@@ -64,6 +77,59 @@ func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
 		return nil, fmt.Errorf("%w: check the DSN's user, password and database name", err)
 	}
 	return e, nil
+}
+
+// pgWhere names the DSN's hosts, in the order they are tried, and its
+// database: "a:5432,b:5433/rk".
+func pgWhere(c *pgx.ConnConfig) string {
+	hosts := []string{pgHost(c.Host, c.Port)}
+	for _, f := range c.Fallbacks { // also holds sslmode=prefer's retries
+		if h := pgHost(f.Host, f.Port); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return strings.Join(hosts, ",") + "/" + c.Database
+}
+
+func pgHost(host string, port uint16) string {
+	if strings.HasPrefix(host, "/") { // a unix socket directory
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// connected runs for every new connection of the pool. It logs the
+// server when it differs from the one before: at the first connection
+// and, with a multi-host DSN, when a failover moved the appliance to
+// another server. Then it wakes the change feed, which may still wait out
+// its backoff after failing on the old server.
+func (e *pgEngine) connected(_ context.Context, c *pgx.Conn) error {
+	addr := pgServer(c)
+	prev := e.server.Swap(addr).(string)
+	if prev == addr {
+		return nil
+	}
+	if prev == "" {
+		e.log.Info("connected to PostgreSQL", "server", addr, "dsn_hosts", e.where)
+	} else {
+		e.log.Warn("reconnected to another PostgreSQL server", "server", addr, "previous", prev, "dsn_hosts", e.where)
+		select {
+		case e.moved <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// pgServer is the address of the server c is connected to: its TCP peer,
+// or the socket path.
+func pgServer(c *pgx.Conn) string {
+	if nc := c.PgConn().Conn(); nc != nil && nc.RemoteAddr() != nil {
+		if a := nc.RemoteAddr().String(); a != "" {
+			return a
+		}
+	}
+	return pgHost(c.Config().Host, c.Config().Port)
 }
 
 // sql rewrites "?" placeholders to "$1", "$2", ... (the shared SQL has no
@@ -150,6 +216,7 @@ func (e *pgEngine) unavailable(err error) bool {
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
 			strings.HasPrefix(pe.Code, "53"),                           // insufficient resources
 			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutdown, cannot connect now
+			pe.Code == "25006",                     // read-only transaction: a standby, or a primary being demoted
 			pe.Code == "40001", pe.Code == "40P01": // serialization failure, deadlock: retry
 			return true
 		}
@@ -163,7 +230,14 @@ func (e *pgEngine) unavailable(err error) bool {
 }
 
 func (e *pgEngine) hint() string {
-	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN); retry when it is back", e.where)
+	last := ""
+	if s, _ := e.server.Load().(string); s != "" {
+		last = "; last connected to " + s
+	}
+	if strings.Contains(e.where, ",") {
+		return fmt.Sprintf("check that one PostgreSQL server of %s is running, accepts writes (a primary; during a failover, once the standby is promoted) and is reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN)%s; retry when it is back", e.where, last)
+	}
+	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN)%s; retry when it is back", e.where, last)
 }
 
 func (e *pgEngine) close() error {
@@ -183,7 +257,7 @@ func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) 
 	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	for {
-		stable, err := e.listenOnce(ctx, signal)
+		stable, err := e.listenOnce(ctx, signal, log)
 		if ctx.Err() != nil {
 			return
 		}
@@ -195,6 +269,7 @@ func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) 
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
+		case <-e.moved:
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
@@ -202,7 +277,7 @@ func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) 
 
 // listenOnce connects, listens, signals, and forwards notifications until
 // the connection fails; stable reports that it was up for a while.
-func (e *pgEngine) listenOnce(ctx context.Context, signal func()) (stable bool, err error) {
+func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logger) (stable bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := e.pool.Acquire(cctx)
 	if err == nil {
@@ -221,6 +296,7 @@ func (e *pgEngine) listenOnce(ctx context.Context, signal func()) (stable bool, 
 	defer pc.Close(context.Background())
 	e.listenPID.Store(pc.PgConn().PID())
 	defer e.listenPID.Store(0)
+	log.Info("change feed listening", "server", pgServer(pc))
 	signal()
 	start := time.Now()
 	for {
