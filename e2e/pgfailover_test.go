@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,10 @@ const (
 	foSync    = "rk_standby" // the standby's application_name
 	foBase    = 200          // rules announced before the writes start
 	foWrites  = 100          // writes each appliance acknowledges before the kill and after the promotion
+	// foQuiet is the appliance that writes nothing from the pause until it
+	// has caught up on what the others wrote after the promotion: only its
+	// own reconnects bring it there.
+	foQuiet = 2
 )
 
 // foWrite is one API write of the failover test and its outcome.
@@ -100,9 +105,10 @@ func (l *foLog) firstAck(a int, since time.Time) time.Time {
 // that commits wait for the standby, and the primary is killed with
 // SIGKILL; then the standby is promoted. Every acknowledged write is on
 // the new primary, every appliance reconnects by itself and catches up on
-// what was written through the others, its change feed moves to the new
-// primary, its log names the server it talks to, and no BIRD ever holds
-// fewer routes than it did when the primary died.
+// what was written through the others (one of them writes nothing from the
+// pause until it has), its change feed moves to the new primary, its log
+// names the server it talks to, and no BIRD ever holds fewer routes than
+// were acknowledged before the primary died.
 func TestPostgresFailover(t *testing.T) {
 	birdtest.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -161,9 +167,10 @@ func TestPostgresFailover(t *testing.T) {
 	// Writers: one per appliance, each every 60 ms, so a write every
 	// ~20 ms in all; each records its outcome.
 	var (
-		log  foLog
-		wg   sync.WaitGroup
-		stop = make(chan struct{})
+		log   foLog
+		wg    sync.WaitGroup
+		stop  = make(chan struct{})
+		quiet atomic.Bool // foQuiet writes nothing
 	)
 	var seq struct {
 		sync.Mutex
@@ -189,6 +196,9 @@ func TestPostgresFailover(t *testing.T) {
 				case <-stop:
 					return
 				case <-tick.C:
+				}
+				if i == foQuiet && quiet.Load() {
+					continue
 				}
 				w := foWrite{appliance: i, start: time.Now()}
 				w.text, w.flow = next()
@@ -222,6 +232,7 @@ func TestPostgresFailover(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the primary's WAL sender: %v", err)
 	}
+	quiet.Store(true)
 	pausedAt := time.Now()
 	if err := syscall.Kill(walsender, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -256,7 +267,9 @@ func TestPostgresFailover(t *testing.T) {
 	// The appliances notice by themselves: each refuses writes while
 	// there is no primary.
 	for i := range n {
-		waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d refuses writes without a primary", i), func() bool { return log.count(i, killedAt, false) >= 3 })
+		if i != foQuiet {
+			waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d refuses writes without a primary", i), func() bool { return log.count(i, killedAt, false) >= 3 })
+		}
 	}
 	// Times after the promotion count from when it was asked for: pg_ctl
 	// promote returns only once it has seen it done, on its own polling.
@@ -269,23 +282,36 @@ func TestPostgresFailover(t *testing.T) {
 
 	// Every appliance writes again, and its change feed listens on the
 	// new primary, without any help.
-	for i := range n {
-		waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d acknowledges a write after the promotion", i), func() bool {
-			return !log.firstAck(i, promotedAt).IsZero()
-		})
-	}
-	feedAt := make([]time.Time, n)
+	feedAt, poolAt := make([]time.Time, n), make([]time.Time, n)
 	for i := range n {
 		waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d's change feed listens on %s", i, newServer), func() bool {
 			feedAt[i] = logTime(t, ds[i], "change feed listening", "server="+newServer)
 			return !feedAt[i].IsZero()
 		})
+		poolAt[i] = logTime(t, ds[i], "reconnected to another PostgreSQL server", "server="+newServer)
 	}
 	for i := range n {
-		waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d acknowledged %d writes after the promotion", i, foWrites), func() bool {
-			return log.count(i, promotedAt, true) >= foWrites
-		})
+		if i != foQuiet {
+			waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d acknowledged %d writes after the promotion", i, foWrites), func() bool {
+				return log.count(i, promotedAt, true) >= foWrites
+			})
+		}
 	}
+	// The quiet appliance catches up on everything the others wrote, then
+	// writes again too.
+	missed := log.ackedFlows(time.Now())
+	birds[foQuiet].WaitRoutes(t, "ft4", 60*time.Second, fmt.Sprintf("the quiet appliance's BIRD holds the %d writes acknowledged through the others", len(missed)),
+		func(m map[string]birdtest.Route) bool {
+			for _, f := range missed {
+				if _, ok := m[f]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+	resumedAt := time.Now()
+	quiet.Store(false)
+	waitFor(t, 60*time.Second, "the quiet appliance acknowledges writes again", func() bool { return log.count(foQuiet, resumedAt, true) >= 10 })
 	stopWriters()
 
 	// Accounting: every acknowledged write is active on the new primary.
@@ -402,8 +428,14 @@ func TestPostgresFailover(t *testing.T) {
 	t.Logf("appliance 0's log of its servers:\n%s", logLines(ds[0], "PostgreSQL", "change feed"))
 	var reconnect []string
 	for i := range n {
-		reconnect = append(reconnect, fmt.Sprintf("appliance %d: writing %v, feed seen %v",
-			i, log.firstAck(i, promotedAt).Sub(promotedAt).Round(time.Millisecond), feedAt[i].Sub(promotedAt).Round(time.Millisecond)))
+		r := fmt.Sprintf("appliance %d: pool on the new primary %v, change feed %v", i,
+			poolAt[i].Sub(promotedAt).Round(time.Millisecond), feedAt[i].Sub(promotedAt).Round(time.Millisecond))
+		if i != foQuiet {
+			r += fmt.Sprintf(", first acknowledged write %v", log.firstAck(i, promotedAt).Sub(promotedAt).Round(time.Millisecond))
+		} else {
+			r += " (quiet: no writes of its own)"
+		}
+		reconnect = append(reconnect, r)
 	}
 	t.Logf("writes: %d acknowledged (%d before the WAL sender was paused), %d lost, %d refused (%d with 503, %d without an answer, %d of them committed all the same); %d active rules on the new primary",
 		acked, len(durable), lost, refused, refused503, failed, active-foBase-acked, active)
