@@ -271,6 +271,14 @@ func TestPostgresFailover(t *testing.T) {
 			waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d refuses writes without a primary", i), func() bool { return log.count(i, killedAt, false) >= 3 })
 		}
 	}
+	// A failover manager takes a while to decide: promote once every
+	// change feed has failed five times, so that it waits seconds between
+	// tries (backoff 0.1, 0.2, 0.4, 0.8, 1.6 s ...).
+	for i, d := range ds {
+		waitFor(t, 60*time.Second, fmt.Sprintf("appliance %d's change feed failed 5 times", i), func() bool {
+			return len(logTimes(t, d, "change feed disconnected")) >= 5
+		})
+	}
 	// Times after the promotion count from when it was asked for: pg_ctl
 	// promote returns only once it has seen it done, on its own polling.
 	promotedAt := time.Now()
@@ -448,11 +456,22 @@ func TestPostgresFailover(t *testing.T) {
 // every one of parts (zero: none).
 func logTime(t *testing.T, d *daemon, parts ...string) time.Time {
 	t.Helper()
+	if ts := logTimes(t, d, parts...); len(ts) > 0 {
+		return ts[0]
+	}
+	return time.Time{}
+}
+
+// logTimes is the time stamps of the lines of d's log that contain every
+// one of parts.
+func logTimes(t *testing.T, d *daemon, parts ...string) []time.Time {
+	t.Helper()
 	f, err := os.Open(filepath.Join(d.dir, "ribkeeper.log"))
 	if err != nil {
-		return time.Time{}
+		return nil
 	}
 	defer f.Close()
+	var out []time.Time
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -469,10 +488,10 @@ func logTime(t *testing.T, d *daemon, parts ...string) time.Time {
 			if err != nil {
 				t.Fatalf("log line without a time stamp: %q", sc.Text())
 			}
-			return at
+			out = append(out, at)
 		}
 	}
-	return time.Time{}
+	return out
 }
 
 // logLines is the lines of d's log that contain one of words.
