@@ -30,10 +30,11 @@ type pgEngine struct {
 	// server is the address of the server the newest connection reached
 	// ("" before the first): with a multi-host DSN, the one in use.
 	server atomic.Value // string
-	// moved wakes the change feed's reconnect when a connection reached a
-	// server other than the one before (a failover): the feed follows at
-	// once instead of after its backoff.
-	moved chan struct{}
+	// connects wakes the change feed's reconnect when the pool reached a
+	// server while the feed is down (the server is back, or a failover
+	// moved the appliance to another): the feed follows at once instead
+	// of after its backoff, which grows to seconds during an outage.
+	connects chan struct{}
 	// queries caches "?" → "$n" rewrites.
 	queries sync.Map
 	// listenPID is the backend pid of the LISTEN connection (0: none).
@@ -61,7 +62,7 @@ func openPostgres(ctx context.Context, dsn string, log hclog.Logger) (*pgEngine,
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ribkeeper"
 	}
-	e := &pgEngine{where: pgWhere(cfg.ConnConfig), log: log, moved: make(chan struct{}, 1)}
+	e := &pgEngine{where: pgWhere(cfg.ConnConfig), log: log, connects: make(chan struct{}, 1)}
 	e.server.Store("")
 	cfg.AfterConnect = e.connected
 	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
@@ -101,20 +102,18 @@ func pgHost(host string, port uint16) string {
 // connected runs for every new connection of the pool. It logs the
 // server when it differs from the one before: at the first connection
 // and, with a multi-host DSN, when a failover moved the appliance to
-// another server. Then it wakes the change feed, which may still wait out
-// its backoff after failing on the old server.
+// another server. If the change feed is down, it wakes its reconnect.
 func (e *pgEngine) connected(_ context.Context, c *pgx.Conn) error {
 	addr := pgServer(c)
-	prev := e.server.Swap(addr).(string)
-	if prev == addr {
-		return nil
-	}
-	if prev == "" {
+	switch prev := e.server.Swap(addr).(string); {
+	case prev == "":
 		e.log.Info("connected to PostgreSQL", "server", addr, "dsn_hosts", e.where)
-	} else {
+	case prev != addr:
 		e.log.Warn("reconnected to another PostgreSQL server", "server", addr, "previous", prev, "dsn_hosts", e.where)
+	}
+	if e.listenPID.Load() == 0 {
 		select {
-		case e.moved <- struct{}{}:
+		case e.connects <- struct{}{}:
 		default:
 		}
 	}
@@ -253,31 +252,49 @@ func (e *pgEngine) close() error {
 // listen keeps a LISTEN connection open until ctx ends and calls signal for
 // every notification and after every (re)connect, since notifications sent
 // while it was down are lost: the receiver then re-reads everything.
+//
+// While the database is away it retries at least once a second (a failed
+// attempt costs the database nothing), and at once when the pool reaches a
+// server: until the feed is back, changes made through other appliances do
+// not reach this one. It logs the disconnect and the first failed attempt;
+// later ones go to the debug level.
 func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	const minBackoff, maxBackoff = 100 * time.Millisecond, time.Second
 	backoff := minBackoff
+	fails := 0
 	for {
-		stable, err := e.listenOnce(ctx, signal, log)
+		listened, stable, err := e.listenOnce(ctx, signal, log)
 		if ctx.Err() != nil {
 			return
 		}
 		if stable {
 			backoff = minBackoff
 		}
-		log.Warn("change feed disconnected; reconnecting", "err", err, "backoff", backoff)
+		switch {
+		case listened:
+			fails = 0
+			log.Warn("change feed disconnected; reconnecting", "err", err)
+		case fails == 0:
+			fails++
+			log.Warn("change feed cannot reconnect; retrying at least once a second until it can", "err", err)
+		default:
+			fails++
+			log.Debug("change feed still cannot reconnect", "err", err, "attempts", fails, "backoff", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
-		case <-e.moved:
+		case <-e.connects:
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
 // listenOnce connects, listens, signals, and forwards notifications until
-// the connection fails; stable reports that it was up for a while.
-func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logger) (stable bool, err error) {
+// the connection fails; listened reports that it got as far as listening,
+// stable that it was up for a while.
+func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logger) (listened, stable bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := e.pool.Acquire(cctx)
 	if err == nil {
@@ -288,7 +305,7 @@ func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logg
 	}
 	cancel()
 	if err != nil {
-		return false, fmt.Errorf("listen for changes: %w", err)
+		return false, false, fmt.Errorf("listen for changes: %w", err)
 	}
 	// The connection is taken out of the pool: it must never serve
 	// queries, and it is closed, not returned, when we are done.
@@ -301,7 +318,7 @@ func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logg
 	start := time.Now()
 	for {
 		if _, err := pc.WaitForNotification(ctx); err != nil {
-			return time.Since(start) > time.Minute, err
+			return true, time.Since(start) > time.Minute, err
 		}
 		signal()
 	}
