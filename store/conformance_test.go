@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -1070,7 +1071,7 @@ func testSitesMigration(t *testing.T, fresh freshFunc) {
 	var eng engine
 	var err error
 	if cfg.Driver == "postgres" {
-		eng, err = openPostgres(ctx, cfg.DSN)
+		eng, err = openPostgres(ctx, cfg.DSN, hclog.NewNullLogger())
 	} else {
 		eng, err = openSQLite(ctx, cfg.Path)
 	}

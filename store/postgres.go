@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,8 +22,19 @@ import (
 // pgEngine is the shared engine: several appliances use one PostgreSQL
 // database, each with its own site name.
 type pgEngine struct {
-	pool  *pgxpool.Pool
-	where string // host:port/database, for messages (no password)
+	pool *pgxpool.Pool
+	// where names every host of the DSN and the database
+	// ("a:5432,b:5432/rk"), for messages (no password).
+	where string
+	log   hclog.Logger
+	// server is the address of the server the newest connection reached
+	// ("" before the first): with a multi-host DSN, the one in use.
+	server atomic.Value // string
+	// connects wakes the change feed's reconnect when the pool reached a
+	// server while the feed is down (the server is back, or a failover
+	// moved the appliance to another): the feed follows at once instead
+	// of after its backoff, which grows to seconds during an outage.
+	connects chan struct{}
 	// queries caches "?" → "$n" rewrites.
 	queries sync.Map
 	// listenPID is the backend pid of the LISTEN connection (0: none).
@@ -38,7 +50,7 @@ const changesChannel = "ribkeeper_changes"
 // migrations of concurrently starting instances ("ribkeepr" in ASCII).
 const migrationLockKey int64 = 0x7269626b65657072
 
-func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
+func openPostgres(ctx context.Context, dsn string, log hclog.Logger) (*pgEngine, error) {
 	if dsn == "" {
 		return nil, invalid("dsn", "empty PostgreSQL DSN: set it in the config or RIBKEEPER_STORE_DSN")
 	}
@@ -50,7 +62,9 @@ func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ribkeeper"
 	}
-	e := &pgEngine{where: fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)}
+	e := &pgEngine{where: pgWhere(cfg.ConnConfig), log: log, connects: make(chan struct{}, 1)}
+	e.server.Store("")
+	cfg.AfterConnect = e.connected
 	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres database %s: %w", e.where, err)
@@ -64,6 +78,57 @@ func openPostgres(ctx context.Context, dsn string) (*pgEngine, error) {
 		return nil, fmt.Errorf("%w: check the DSN's user, password and database name", err)
 	}
 	return e, nil
+}
+
+// pgWhere names the DSN's hosts, in the order they are tried, and its
+// database: "a:5432,b:5433/rk".
+func pgWhere(c *pgx.ConnConfig) string {
+	hosts := []string{pgHost(c.Host, c.Port)}
+	for _, f := range c.Fallbacks { // also holds sslmode=prefer's retries
+		if h := pgHost(f.Host, f.Port); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return strings.Join(hosts, ",") + "/" + c.Database
+}
+
+func pgHost(host string, port uint16) string {
+	if strings.HasPrefix(host, "/") { // a unix socket directory
+		return host
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port)))
+}
+
+// connected runs for every new connection of the pool. It logs the
+// server when it differs from the one before: at the first connection
+// and, with a multi-host DSN, when a failover moved the appliance to
+// another server. If the change feed is down, it wakes its reconnect.
+func (e *pgEngine) connected(_ context.Context, c *pgx.Conn) error {
+	addr := pgServer(c)
+	switch prev := e.server.Swap(addr).(string); {
+	case prev == "":
+		e.log.Info("connected to PostgreSQL", "server", addr, "dsn_hosts", e.where)
+	case prev != addr:
+		e.log.Warn("reconnected to another PostgreSQL server", "server", addr, "previous", prev, "dsn_hosts", e.where)
+	}
+	if e.listenPID.Load() == 0 {
+		select {
+		case e.connects <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// pgServer is the address of the server c is connected to: its TCP peer,
+// or the socket path.
+func pgServer(c *pgx.Conn) string {
+	if nc := c.PgConn().Conn(); nc != nil && nc.RemoteAddr() != nil {
+		if a := nc.RemoteAddr().String(); a != "" {
+			return a
+		}
+	}
+	return pgHost(c.Config().Host, c.Config().Port)
 }
 
 // sql rewrites "?" placeholders to "$1", "$2", ... (the shared SQL has no
@@ -150,6 +215,7 @@ func (e *pgEngine) unavailable(err error) bool {
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
 			strings.HasPrefix(pe.Code, "53"),                           // insufficient resources
 			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutdown, cannot connect now
+			pe.Code == "25006",                     // read-only transaction: a standby, or a primary being demoted
 			pe.Code == "40001", pe.Code == "40P01": // serialization failure, deadlock: retry
 			return true
 		}
@@ -163,7 +229,14 @@ func (e *pgEngine) unavailable(err error) bool {
 }
 
 func (e *pgEngine) hint() string {
-	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN); retry when it is back", e.where)
+	last := ""
+	if s, _ := e.server.Load().(string); s != "" {
+		last = "; last connected to " + s
+	}
+	if strings.Contains(e.where, ",") {
+		return fmt.Sprintf("check that one PostgreSQL server of %s is running, accepts writes (a primary; during a failover, once the standby is promoted) and is reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN)%s; retry when it is back", e.where, last)
+	}
+	return fmt.Sprintf("check that PostgreSQL at %s is running and reachable from this host (DSN from the config or RIBKEEPER_STORE_DSN)%s; retry when it is back", e.where, last)
 }
 
 func (e *pgEngine) close() error {
@@ -179,30 +252,49 @@ func (e *pgEngine) close() error {
 // listen keeps a LISTEN connection open until ctx ends and calls signal for
 // every notification and after every (re)connect, since notifications sent
 // while it was down are lost: the receiver then re-reads everything.
+//
+// While the database is away it retries at least once a second (a failed
+// attempt costs the database nothing), and at once when the pool reaches a
+// server: until the feed is back, changes made through other appliances do
+// not reach this one. It logs the disconnect and the first failed attempt;
+// later ones go to the debug level.
 func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) {
-	const minBackoff, maxBackoff = 100 * time.Millisecond, 5 * time.Second
+	const minBackoff, maxBackoff = 100 * time.Millisecond, time.Second
 	backoff := minBackoff
+	fails := 0
 	for {
-		stable, err := e.listenOnce(ctx, signal)
+		listened, stable, err := e.listenOnce(ctx, signal, log)
 		if ctx.Err() != nil {
 			return
 		}
 		if stable {
 			backoff = minBackoff
 		}
-		log.Warn("change feed disconnected; reconnecting", "err", err, "backoff", backoff)
+		switch {
+		case listened:
+			fails = 0
+			log.Warn("change feed disconnected; reconnecting", "err", err)
+		case fails == 0:
+			fails++
+			log.Warn("change feed cannot reconnect; retrying at least once a second until it can", "err", err)
+		default:
+			fails++
+			log.Debug("change feed still cannot reconnect", "err", err, "attempts", fails, "backoff", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(backoff):
+		case <-e.connects:
 		}
 		backoff = min(backoff*2, maxBackoff)
 	}
 }
 
 // listenOnce connects, listens, signals, and forwards notifications until
-// the connection fails; stable reports that it was up for a while.
-func (e *pgEngine) listenOnce(ctx context.Context, signal func()) (stable bool, err error) {
+// the connection fails; listened reports that it got as far as listening,
+// stable that it was up for a while.
+func (e *pgEngine) listenOnce(ctx context.Context, signal func(), log hclog.Logger) (listened, stable bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := e.pool.Acquire(cctx)
 	if err == nil {
@@ -213,7 +305,7 @@ func (e *pgEngine) listenOnce(ctx context.Context, signal func()) (stable bool, 
 	}
 	cancel()
 	if err != nil {
-		return false, fmt.Errorf("listen for changes: %w", err)
+		return false, false, fmt.Errorf("listen for changes: %w", err)
 	}
 	// The connection is taken out of the pool: it must never serve
 	// queries, and it is closed, not returned, when we are done.
@@ -221,11 +313,12 @@ func (e *pgEngine) listenOnce(ctx context.Context, signal func()) (stable bool, 
 	defer pc.Close(context.Background())
 	e.listenPID.Store(pc.PgConn().PID())
 	defer e.listenPID.Store(0)
+	log.Info("change feed listening", "server", pgServer(pc))
 	signal()
 	start := time.Now()
 	for {
 		if _, err := pc.WaitForNotification(ctx); err != nil {
-			return time.Since(start) > time.Minute, err
+			return true, time.Since(start) > time.Minute, err
 		}
 		signal()
 	}

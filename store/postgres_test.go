@@ -3,10 +3,14 @@ package store
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/ribkeeper/ribkeeper/store/pgtest"
 )
 
@@ -103,4 +107,83 @@ func TestPostgresUnavailable(t *testing.T) {
 		t.Fatalf("Get after PostgreSQL came back: %v", err)
 	}
 	waitChange(t, s, "the change feed reconnected")
+}
+
+// syncBuffer is a log output safe for the store's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// With a multi-host DSN whose first host is down, the log and the
+// messages name the server actually in use, and every host of the DSN.
+func TestPostgresNamesServerInUse(t *testing.T) {
+	dsn := postgresFresh(t).DSN
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there now: connections are refused
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := u.Host
+	u.Host = dead + "," + live
+	q := u.Query()
+	q.Set("target_session_attrs", "read-write")
+	u.RawQuery = q.Encode()
+	var logs syncBuffer
+	s := open(t, Config{Driver: "postgres", DSN: u.String(),
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})}, "a")
+	waitListening(t, s)
+	for _, want := range []string{"connected to PostgreSQL: server=" + live, "change feed listening: server=" + live} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "server="+dead) {
+		t.Errorf("log names %s, where nothing listens, as the server:\n%s", dead, logs.String())
+	}
+	hint := s.eng.hint()
+	if !strings.Contains(hint, dead+","+live) || !strings.Contains(hint, "last connected to "+live) {
+		t.Errorf("the unavailable hint does not name both hosts and the last server (%s): %q", live, hint)
+	}
+}
+
+// A server that refuses writes (a standby, a primary being demoted: SQLSTATE
+// 25006) is unavailable, a 503 to retry, not an internal error.
+func TestPostgresReadOnlyIsUnavailable(t *testing.T) {
+	ctx := ctxT(t)
+	cfg := postgresFresh(t)
+	s := open(t, cfg, "a")
+	var db string
+	if err := s.eng.reader().queryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.eng.reader().exec(ctx, "ALTER DATABASE "+db+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	// Sessions take the setting when they start: end the pool's.
+	if _, err := s.eng.reader().exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid()", db); err != nil {
+		t.Fatal(err)
+	}
+	s.eng.(*pgEngine).pool.Reset()
+	_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Upsert on a read-only server = %v, want ErrUnavailable", err)
+	}
 }

@@ -141,7 +141,9 @@ type Config struct {
 	// out of time fails with ErrUnavailable. Batch calls get more time in
 	// proportion to their size.
 	Timeout time.Duration
-	// Logger receives change-feed reconnects; nil discards.
+	// Logger receives the PostgreSQL server in use (at the first
+	// connection and whenever it changes) and change-feed reconnects; nil
+	// discards.
 	Logger hclog.Logger
 	// Clock is what the store reads as now: timestamps, and whether a
 	// rule's ExpiresAt has passed when it is finished. nil is the system
@@ -222,7 +224,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.dataDir = filepath.Dir(cfg.Path)
 	case "postgres", "postgresql", "pgx":
 		var pg *pgEngine
-		pg, err = openPostgres(octx, cfg.DSN)
+		pg, err = openPostgres(octx, cfg.DSN, cfg.Logger)
 		if err == nil {
 			s.eng = pg
 			s.wg.Add(1)

@@ -1,6 +1,8 @@
 // Package pgtest starts throwaway PostgreSQL servers for tests: real
 // servers from the installed binaries, in a temporary directory, listening
-// only on 127.0.0.1, with fsync off.
+// only on loopback (127.0.0.1 unless a test picks another address), with
+// fsync off. StartPrimary and StartStandby build a primary with a
+// synchronous streaming standby for failover tests.
 //
 // Start gives each test its own fresh database. With Run in the package's
 // TestMain, one server serves the whole test binary; without it, each test
@@ -93,7 +95,12 @@ func unavailable(t testing.TB, err error) {
 // Server is one running PostgreSQL server.
 type Server struct {
 	Dir  string // temporary directory: data/, postgres.log
-	Port int    // on 127.0.0.1
+	Addr string // the loopback address it listens on, 127.0.0.1 unless set
+	Port int
+
+	// settings are more -c name=value arguments to postgres, after the
+	// defaults (so they override them).
+	settings []string
 
 	bin     string
 	cred    *syscall.Credential
@@ -107,11 +114,31 @@ type Server struct {
 // it. When running as root, it runs as the postgres user, since PostgreSQL
 // refuses to run as root. The caller must Stop it.
 func NewServer() (*Server, error) {
+	s, err := newServer("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.command("initdb", "-D", s.data(), "-U", "postgres", "-A", "trust",
+		"-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(s.Dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	if err := s.startRetry(); err != nil {
+		os.RemoveAll(s.Dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer prepares a Server on addr: the binaries, the user to run as,
+// and a temporary directory it owns.
+func newServer(addr string) (*Server, error) {
 	bin, err := findBin()
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin}
+	s := &Server{bin: bin, Addr: addr}
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -132,20 +159,16 @@ func NewServer() (*Server, error) {
 			return nil, err
 		}
 	}
-	out, err := s.command("initdb", "-D", s.data(), "-U", "postgres", "-A", "trust",
-		"-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions").CombinedOutput()
-	if err != nil {
-		os.RemoveAll(s.Dir)
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
-	}
+	return s, nil
+}
+
+// startRetry starts the server on a free port, trying another port if the
+// one it picked was taken meanwhile.
+func (s *Server) startRetry() error {
 	for attempt := 0; ; attempt++ {
-		err = s.start(0)
-		if err == nil {
-			return s, nil
-		}
-		if attempt == 2 {
-			os.RemoveAll(s.Dir)
-			return nil, err
+		err := s.start(0)
+		if err == nil || attempt == 2 {
+			return err
 		}
 	}
 }
@@ -163,7 +186,7 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 func (s *Server) start(port int) error {
 	if port == 0 {
 		var err error
-		if port, err = freePort(); err != nil {
+		if port, err = freePort(s.Addr); err != nil {
 			return err
 		}
 	}
@@ -172,10 +195,14 @@ func (s *Server) start(port int) error {
 		return err
 	}
 	defer log.Close()
-	cmd := s.command("postgres", "-D", s.data(), "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.Dir,
+	args := []string{"-D", s.data(), "-p", strconv.Itoa(port),
+		"-c", "listen_addresses=" + s.Addr, "-c", "unix_socket_directories=" + s.Dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=300", "-c", "shared_buffers=64MB")
+		"-c", "max_connections=300", "-c", "shared_buffers=64MB"}
+	for _, kv := range s.settings {
+		args = append(args, "-c", kv)
+	}
+	cmd := s.command("postgres", args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// If the test binary dies without stopping us, so does the server.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
@@ -216,7 +243,7 @@ func (s *Server) logTail() string {
 
 // DSN returns the URL of database db as the superuser postgres.
 func (s *Server) DSN(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+	return fmt.Sprintf("postgres://postgres@%s:%d/%s?sslmode=disable", s.Addr, s.Port, db)
 }
 
 // NewDatabase creates an empty database and returns its DSN.
@@ -312,8 +339,8 @@ func findBin() (string, error) {
 	return ok[len(ok)-1], nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(addr string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
 	if err != nil {
 		return 0, err
 	}
