@@ -388,8 +388,8 @@ func (v *validator) build(f *file) *Config {
 	c.Store.IntegrityCheckInterval = DefaultIntegrityCheckInterval
 	if r := f.Store.IntegrityCheck; r == "0" {
 		c.Store.IntegrityCheckInterval = 0
-	} else if d := v.duration("store.integrity_check_interval", r, time.Minute, 30*24*time.Hour,
-		"1m..720h, or \"0\" to check only at start"); d > 0 {
+	} else if d := v.duration("store.integrity_check_interval", r, time.Second, 30*24*time.Hour,
+		"1s..720h, or \"0\" to check only at start"); d > 0 {
 		c.Store.IntegrityCheckInterval = d
 	}
 	c.Store.IdentityFile = f.Store.IdentityFile

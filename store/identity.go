@@ -80,6 +80,7 @@ func (s *Store) refuse(e *RefusedError) *RefusedError {
 			return cur
 		}
 		if s.refusal.CompareAndSwap(cur, e) {
+			s.signal() // the reconciler reads again, and finds out
 			return e
 		}
 	}

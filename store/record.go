@@ -203,19 +203,22 @@ func (s *Store) writeRecord(file string, id Identity) error {
 }
 
 // KeepRecord keeps the identity file up to date with the store until ctx
-// ends: after every change to desired state (at most every second). It
-// writes nothing while the store refuses writes (lost, corrupt, held).
-// Call it only after a Vouch that did not hold the store.
+// ends: right after every commit that changed desired state (the file
+// then says this appliance holds rules within milliseconds of the first
+// one), and every 10 s besides. It writes nothing while the store
+// refuses writes (lost, corrupt, held). Call it only after a Vouch that
+// did not hold the store.
 func (s *Store) KeepRecord(ctx context.Context, file string) {
 	last := Identity{}
 	rev := int64(-1)
 	t := s.clock.NewTimer()
 	defer t.Stop()
 	for {
-		t.Reset(time.Second)
+		t.Reset(10 * time.Second)
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.recordWake:
 		case <-t.C():
 		}
 		if s.refusal.Load() != nil {

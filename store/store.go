@@ -192,6 +192,8 @@ type Store struct {
 	// integrity is the last integrity check's result (integrity.go).
 	integrity        atomic.Pointer[IntegrityResult]
 	integrityTimeout time.Duration
+	// recordWake wakes KeepRecord after each change (signal).
+	recordWake chan struct{}
 	// spec lets EarlyOK skip its read on SQLite (special.go); nil on
 	// PostgreSQL.
 	spec *special
@@ -237,6 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		timeout:          cfg.Timeout,
 		log:              cfg.Logger,
 		changes:          make(chan struct{}, 1),
+		recordWake:       make(chan struct{}, 1), // see KeepRecord
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -373,6 +376,10 @@ func (s *Store) Changes() <-chan struct{} { return s.changes }
 func (s *Store) signal() {
 	select {
 	case s.changes <- struct{}{}:
+	default:
+	}
+	select {
+	case s.recordWake <- struct{}{}:
 	default:
 	}
 }
