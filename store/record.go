@@ -61,6 +61,11 @@ func (s *Store) ensureID(ctx context.Context) error {
 		return err
 	}
 	defer t.rollback(context.WithoutCancel(ctx))
+	// Instances starting at once on one PostgreSQL take turns, as for
+	// migrations (CREATE TABLE IF NOT EXISTS alone races there).
+	if err := s.eng.lockMigrations(ctx, t); err != nil {
+		return err
+	}
 	if _, err := t.exec(ctx, `CREATE TABLE IF NOT EXISTS store_identity (
 		one INTEGER PRIMARY KEY CHECK (one = 1),
 		id TEXT NOT NULL,

@@ -25,9 +25,10 @@
 // its own SAVEPOINT, commits once and then answers each caller. A write that
 // fails is rolled back to its savepoint and gets its own error; the others
 // commit. UpsertMany is one queued write, so it stays all or nothing. A
-// caller whose context ends before its write started gets the context's
-// error and the write never runs; once started, the caller gets the commit's
-// real outcome. SQLite serializes writers anyway, so grouping loses no
+// caller whose context ends, or whose deadline ([store] write_timeout)
+// passes, before its write's COMMIT started gets an error and the write
+// never lands; one whose deadline passes during the COMMIT is told that
+// the outcome is pending (deadline.go). SQLite serializes writers anyway, so grouping loses no
 // parallelism. PostgreSQL runs concurrent transactions and groups WAL
 // flushes itself; its writes are not queued.
 //
@@ -44,6 +45,14 @@
 // by polling PRAGMA data_version on the committer's connection every 250 ms
 // and before every group: it moves only when another connection committed.
 // A commit that only wrote announce status does not wake the feed.
+//
+// # Faults
+//
+// A database file deleted or replaced while running (identity.go), a
+// corrupt file (integrity.go) and a start on a store that is not the one
+// this appliance ran with (record.go) make the store refuse every write
+// (RefusedError, matching ErrUnavailable) and fail the reads the
+// reconciler makes, so that unknown is never taken for empty.
 package store
 
 import (
