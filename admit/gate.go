@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -158,6 +159,14 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 	}
 	r, created, err = g.cfg.Store.Upsert(ctx, in)
 	if early {
+		if err != nil && !errors.Is(err, store.ErrOutcomePending) {
+			// Not stored: the path announced ahead of the commit is
+			// taken off now, by the gate, not left to the next pass,
+			// which withdraws no orphan while the store cannot be read
+			// (a commit refused because the file was lost or found
+			// corrupt).
+			g.cfg.Early.WithdrawEarly(in.Rule.Match)
+		}
 		g.cfg.Early.Settle(in.Rule.Match)
 	}
 	if err != nil {

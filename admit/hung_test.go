@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/clock"
+	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -151,5 +153,86 @@ func TestWriteBehindAHungOneIsNotBlocked(t *testing.T) {
 		if r.Rule.Match == mustParse(t, "match destination 203.0.113.11/32 then discard").Match {
 			t.Fatalf("the write answered 503 was stored: %+v", r)
 		}
+	}
+}
+
+// losingStore is a real SQLite store whose files are deleted while a
+// write is on its way (after the gate's early-announcement check): its
+// commit is refused (store lost), and every read fails from then on.
+type losingStore struct {
+	*store.Store
+	path string
+}
+
+func (l *losingStore) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	for _, p := range []string{l.path, l.path + "-wal", l.path + "-shm"} {
+		os.Remove(p)
+	}
+	return l.Store.Upsert(ctx, in)
+}
+
+// A write announced ahead of its commit, whose commit is refused because
+// the store was lost meanwhile, leaves the routers at once, although the
+// reconciler, which cannot read the store any more, withdraws no orphan.
+func TestEarlyAnnouncedWriteRefusedByALostStoreIsWithdrawn(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	log := hclog.New(&hclog.LoggerOptions{Output: tWriter{t}, Level: hclog.Info})
+	path := filepath.Join(t.TempDir(), "rk.db")
+	st, err := store.Open(ctx, store.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sp := bgp.New(log.Named("bgp"), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
+	if err := sp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Stop)
+	passes := &passCounter{wake: make(chan struct{}, 1)}
+	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rec.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	l := &losingStore{Store: st, path: path}
+	announced := make(chan struct{}, 1)
+	g := admit.New(admit.Config{Store: l, Early: &watchEarly{Early: rec, announced: announced}, EarlyReady: l.EarlyOK,
+		EarlyWithdrawReady: l.EarlyWithdrawOK, Log: log.Named("admit")})
+	rule := mustParse(t, "match destination 203.0.113.13/32 then discard")
+	_, _, err = g.Add(ctx, noc, req(rule.String()))
+	wantRefusal(t, "a write to a store lost meanwhile", err, admit.KindUnavailable, "")
+	select {
+	case <-announced:
+	default:
+		t.Fatal("the write was not announced ahead of its commit: the test does not test the withdrawal")
+	}
+	limit := time.NewTimer(30 * time.Second)
+	defer limit.Stop()
+	for {
+		if _, present, _ := sp.Path(rule.Match); !present {
+			break
+		}
+		select {
+		case <-passes.wake:
+		case <-limit.C:
+			t.Fatal("the path of a write the lost store refused is still in the RIB after 30 s")
+		}
+	}
+}
+
+// watchEarly says when the gate announced ahead of a commit.
+type watchEarly struct {
+	admit.Early
+	announced chan struct{}
+}
+
+func (w *watchEarly) AnnounceEarly(r flowspec.Rule) {
+	w.Early.AnnounceEarly(r)
+	select {
+	case w.announced <- struct{}{}:
+	default:
 	}
 }

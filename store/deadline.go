@@ -29,6 +29,11 @@ const DefaultWriteTimeout = 5 * time.Second
 // matches ErrUnavailable).
 var ErrWriteTimeout = errors.New("write did not reach the disk in time")
 
+// ErrOutcomePending classifies, among ErrWriteTimeout, a write whose
+// deadline passed during its COMMIT: it may still be stored. Every other
+// error of a write means it was not stored.
+var ErrOutcomePending = errors.New("its commit had started")
+
 // writeBound bounds one write of n rules from its arrival to its commit.
 func (s *Store) writeBound(ctx context.Context, n int) (context.Context, context.CancelFunc) {
 	d := s.writeTimeout
@@ -52,7 +57,7 @@ func (s *Store) notStored(ctx context.Context, op string) error {
 // pending is the answer to a write whose deadline passed during its
 // COMMIT.
 func (s *Store) pending(ctx context.Context, op string) error {
-	return &unavailableError{op: op, err: ErrWriteTimeout, hint: fmt.Sprintf(
+	return &unavailableError{op: op, err: fmt.Errorf("%w: %w", ErrWriteTimeout, ErrOutcomePending), hint: fmt.Sprintf(
 		"not acknowledged: its commit started but the disk did not confirm it within %v ([store] write_timeout), so it may still be stored when the disk answers (the log says which; GET /v1/rules shows it); %s, and check the rules before retrying",
 		s.writeTimeout, s.diskHint())}
 }
