@@ -60,8 +60,8 @@ func TestDeletedFileRefusesTheNextCommit(t *testing.T) {
 	}
 	_, _, err := s.Upsert(ctxT(t), Input{Rule: rule(t, 2, "discard"), Actor: "cli"})
 	wantLost(t, "upsert after rm", err, cfg.Path)
-	if !strings.Contains(err.Error(), "deleted") || !strings.Contains(err.Error(), "/proc/") {
-		t.Errorf("upsert after rm: %q does not say how to copy the open file out", err)
+	if !strings.Contains(err.Error(), "deleted") || !strings.Contains(err.Error(), cfg.Path+".rescued") {
+		t.Errorf("upsert after rm: %q does not say where the open file is copied", err)
 	}
 	if _, err := s.ActiveRules(ctxT(t)); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("ActiveRules after rm: %v, want ErrUnavailable (unknown is not empty)", err)
@@ -71,6 +71,24 @@ func TestDeletedFileRefusesTheNextCommit(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the deleted file was created again: %v", err)
+	}
+	// The copy of the old file, moved in place as the log says, is the
+	// store with its rule.
+	select {
+	case <-s.rescued:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no copy of the lost file within 30 s")
+	}
+	for _, suffix := range []string{"", "-wal"} {
+		if err := os.Rename(cfg.Path+".rescued"+suffix, cfg.Path+suffix); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Clock = nil
+	back := open(t, cfg, "a")
+	rs, err := back.List(ctxT(t), "")
+	if err != nil || len(rs) != 1 || rs[0].Rule.Match != rule(t, 1, "discard").Match {
+		t.Fatalf("the rescued store holds %v, %v; want the rule stored before the loss", rs, err)
 	}
 }
 

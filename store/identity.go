@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,9 +32,10 @@ import (
 //   - no new connection opens the path any more (the connector checks
 //     the file each new connection opened, and never creates it).
 //
-// The connections already open still reach the old file; while this
-// process runs, its content can be copied out through /proc (the error
-// says how).
+// The connections already open still reach the old file: when it was
+// deleted or replaced, the store copies it and its WAL out through /proc
+// to PATH.rescued and PATH.rescued-wal, which the operator can move back
+// in place (the error and the log say how).
 
 // FileCheckInterval is how often CheckFile runs off the write path.
 const FileCheckInterval = time.Second
@@ -172,43 +174,68 @@ func (s *Store) CheckFile() error {
 	return s.refused()
 }
 
-// lose marks the store lost: writes and reads fail from now on.
+// lose marks the store lost: writes and reads fail from now on. If the
+// old file is still open in this process (deleted, or replaced by
+// another), a copy of it and of its WAL is written next to the path
+// (rescue).
 func (s *Store) lose(lite *sqliteEngine, what string) {
-	msg := fmt.Sprintf("the database file %s %s while ribkeeper was running: writes are refused and nothing is withdrawn (the rules announced stay announced). %s "+
-		"Then restart ribkeeper: on a store that is not the one it ran with it keeps its BGP sessions down (routers with graceful restart keep their rules) until you confirm with 'ribkeeper serve --accept-new-store'",
-		s.path, what, rescueHint(lite.path))
-	r := s.refuse(&RefusedError{Kind: "lost", Msg: msg})
-	if r.Kind == "lost" {
-		lite.lost.Store(r)
-		s.log.Error("database file lost: refusing every write and read; the reconciler keeps the rules it holds", "path", s.path, "what", what, "next", r.Msg)
-	}
-}
-
-// rescueHint says how to get the rules back: from the files this process
-// still has open when they were deleted or replaced, else from a backup.
-func rescueHint(path string) string {
-	abs, err := filepath.Abs(path)
+	abs, err := filepath.Abs(lite.path)
 	if err != nil {
-		abs = path
+		abs = lite.path
 	}
-	fds := openDeleted(abs, abs+"-wal")
-	db, ok := fds[abs]
-	if !ok {
-		return fmt.Sprintf("Restore %s from a backup.", path)
+	fds := openFiles(abs, abs+"-wal")
+	db := fds[abs]
+	held := db
+	next := fmt.Sprintf("Restore %s from a backup.", s.path)
+	if held.deleted {
+		next = fmt.Sprintf("This process still has the old file open and copies it to %s.rescued (with %s.rescued-wal); once the log says it is done, stop ribkeeper, move the copies to %s and %s-wal, and start it again, or restore %s from a backup.",
+			s.path, s.path, s.path, s.path, s.path)
 	}
-	pid := os.Getpid()
-	cmd := fmt.Sprintf("cp /proc/%d/fd/%d %s.rescued", pid, db, path)
-	if wal, ok := fds[abs+"-wal"]; ok {
-		cmd += fmt.Sprintf(" && cp /proc/%d/fd/%d %s.rescued-wal", pid, wal, path)
+	msg := fmt.Sprintf("the database file %s %s while ribkeeper was running: writes are refused and nothing is withdrawn (the rules announced stay announced). %s "+
+		"A start on a store that is not the one this appliance ran with keeps the BGP sessions down (routers with graceful restart keep their rules) until you confirm it with 'ribkeeper serve --accept-new-store'",
+		s.path, what, next)
+	r := s.refuse(&RefusedError{Kind: "lost", Msg: msg})
+	if r.Kind != "lost" || r.Msg != msg {
+		return // lost already
 	}
-	return fmt.Sprintf("This process still holds the old file open: copy it out now, before restarting (%s), then stop ribkeeper and put the copy in place of %s (and the -wal copy beside it), or restore %s from a backup.",
-		cmd, path, path)
+	lite.lost.Store(r)
+	s.log.Error("database file lost: refusing every write and read; the reconciler keeps the rules it holds", "path", s.path, "what", what, "next", r.Msg)
+	if !held.deleted {
+		close(s.rescued)
+		return
+	}
+	go func() {
+		defer close(s.rescued)
+		wal, ok := fds[abs+"-wal"]
+		err := copyFD(db.fd, s.path+".rescued")
+		if err == nil && ok {
+			err = copyFD(wal.fd, s.path+".rescued-wal")
+		}
+		if err != nil {
+			pid := os.Getpid()
+			cmd := fmt.Sprintf("cp /proc/%d/fd/%d %s.rescued", pid, db.fd, s.path)
+			if ok {
+				cmd += fmt.Sprintf(" && cp /proc/%d/fd/%d %s.rescued-wal", pid, wal.fd, s.path)
+			}
+			s.log.Error("cannot copy the lost database out: copy it by hand while this process runs, then stop ribkeeper and move the copies in place", "error", err, "command", cmd)
+			return
+		}
+		s.log.Warn("copied the lost database out: stop ribkeeper, move the copies in place and start it again to get every rule back",
+			"copy", s.path+".rescued", "command", fmt.Sprintf("mv %s.rescued %s && mv %s.rescued-wal %s-wal", s.path, s.path, s.path, s.path))
+	}()
 }
 
-// openDeleted maps each of paths that this process has open although it
-// was deleted (Linux: /proc/self/fd) to one of its descriptors.
-func openDeleted(paths ...string) map[string]int {
-	out := map[string]int{}
+// openFile is one of this process's descriptors of a file.
+type openFile struct {
+	fd      int
+	deleted bool // the path no longer names it
+}
+
+// openFiles maps each of paths that this process has open (Linux:
+// /proc/self/fd), deleted or not, to one of its descriptors, a deleted
+// one first.
+func openFiles(paths ...string) map[string]openFile {
+	out := map[string]openFile{}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return out
@@ -219,20 +246,46 @@ func openDeleted(paths ...string) map[string]int {
 			continue
 		}
 		name, deleted := strings.CutSuffix(target, " (deleted)")
-		if !deleted {
+		fd, err := strconv.Atoi(ent.Name())
+		if err != nil {
 			continue
 		}
 		for _, p := range paths {
-			if name == p {
-				if fd, err := strconv.Atoi(ent.Name()); err == nil {
-					if _, dup := out[p]; !dup {
-						out[p] = fd
-					}
-				}
+			if cur, seen := out[p]; name == p && (!seen || deleted && !cur.deleted) {
+				out[p] = openFile{fd: fd, deleted: deleted}
 			}
 		}
 	}
 	return out
+}
+
+// copyFD copies what descriptor fd of this process reads to the file to
+// (through a temporary file, synced and renamed).
+func copyFD(fd int, to string) error {
+	src, err := os.Open("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp := to + ".tmp"
+	dst, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, to)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 // watchFile runs CheckFile every FileCheckInterval until ctx ends.

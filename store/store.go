@@ -203,6 +203,8 @@ type Store struct {
 	integrityTimeout time.Duration
 	// recordWake wakes KeepRecord after each change (signal).
 	recordWake chan struct{}
+	// rescued is closed once a lost file's copy is done (identity.go).
+	rescued chan struct{}
 	// spec lets EarlyOK skip its read on SQLite (special.go); nil on
 	// PostgreSQL.
 	spec *special
@@ -249,6 +251,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		log:              cfg.Logger,
 		changes:          make(chan struct{}, 1),
 		recordWake:       make(chan struct{}, 1), // see KeepRecord
+		rescued:          make(chan struct{}),
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
