@@ -77,14 +77,17 @@ func TestStoreLostWhileRunning(t *testing.T) {
 	for _, tc := range []struct {
 		name, what string
 		lose       func(t *testing.T, path string)
+		// restore: the operator moves the copy of the lost file back
+		// (else accepts the new store).
+		restore bool
 	}{
-		{"deleted", "was deleted", func(t *testing.T, path string) { removeStore(t, path) }},
+		{"deleted", "was deleted", func(t *testing.T, path string) { removeStore(t, path) }, true},
 		{"replaced by an empty file", "replaced", func(t *testing.T, path string) {
 			removeStore(t, path)
 			if err := os.WriteFile(path, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, bird := startGR(t, true, true)
@@ -117,6 +120,29 @@ func TestStoreLostWhileRunning(t *testing.T) {
 			refusedWrite(t, d, "match destination 198.51.100.78/32 then discard", "--accept-new-store")
 			if bird.Established(0) {
 				t.Error("the BGP session came up on a held store")
+			}
+			if tc.restore {
+				// The copy the daemon made of the lost file, moved in
+				// place: the same store, every rule, the session back,
+				// writes taken again.
+				waitFor(t, 30*time.Second, "the lost file copied out", func() bool { return d.logCount(`copied the lost database out`) == 1 })
+				d.stop()
+				removeStore(t, path)
+				for _, suffix := range []string{"", "-wal"} {
+					if err := os.Rename(path+".rescued"+suffix, path+suffix); err != nil {
+						t.Fatal(err)
+					}
+				}
+				d.start()
+				waitFor(t, 30*time.Second, "BGP session with BIRD established on the restored store", func() bool { return bird.Established(0) })
+				if st := storeStatus(d); st.State != "ok" {
+					t.Errorf("status on the restored store: %+v, want ok", st)
+				}
+				restored := time.Now()
+				d.addRule("match destination 198.51.100.79/32 then discard")
+				bird.WaitRoutes(t, "ft4", 30*time.Second, "a rule added to the restored store", hasRoute("flow4 { dst 198.51.100.79/32; }"))
+				keptAll(t, s.finish(), from, restored, "from the loss through the restore")
+				return
 			}
 			accepted := time.Now()
 
