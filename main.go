@@ -50,7 +50,7 @@ import (
 // localCommands are the commands the program runs itself, as usage shows
 // them; the bash completion completes them and their flags.
 var localCommands = []cli.Local{
-	{Name: "serve", Synopsis: "--config FILE", About: "run the daemon"},
+	{Name: "serve", Synopsis: "--config FILE [--accept-new-store]", About: "run the daemon (--accept-new-store: take a store that is not the one it ran with as the desired state)"},
 	{Name: "check-config", Synopsis: "--config FILE", About: "validate a configuration file and exit"},
 	{Name: "flowspec encode", Synopsis: "[--family ipv4|ipv6] 'match ... then ...'"},
 	{Name: "flowspec decode", Synopsis: "--family ipv4|ipv6 HEX"},
@@ -101,11 +101,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	switch args[0] {
 	case "serve":
-		cfg, code := loadConfig("serve", args[1:], stderr)
+		accept, rest := acceptNewStore(args[1:])
+		cfg, code := loadConfig("serve", rest, stderr)
 		if cfg == nil {
 			return code
 		}
-		if err := serve(ctx, cfg, stderr); err != nil {
+		if err := serve(ctx, cfg, accept, stderr); err != nil {
 			fmt.Fprintf(stderr, "ribkeeper: %v\n", err)
 			return 1
 		}
@@ -194,8 +195,22 @@ func loadChecked(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
+// acceptNewStore takes --accept-new-store out of serve's arguments.
+func acceptNewStore(args []string) (accept bool, rest []string) {
+	for _, a := range args {
+		if a == "--accept-new-store" || a == "-accept-new-store" {
+			accept = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return accept, rest
+}
+
 // serve runs the daemon until ctx is cancelled or a part fails.
-func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
+// acceptNewStore is the operator's word that a store which is not the
+// one this appliance ran with is the desired state (store.Vouch).
+func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr io.Writer) error {
 	log := hclog.New(&hclog.LoggerOptions{
 		Name:       "ribkeeper",
 		Level:      hclog.LevelFromString(cfg.Log.Level),
@@ -221,11 +236,18 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	defer claim.Release()
 
 	st, err := store.Open(ctx, store.Config{Driver: cfg.Store.Driver, Path: cfg.Store.Path, DSN: cfg.Store.DSN, Site: cfg.Site,
+		WriteTimeout: cfg.Store.WriteTimeout, IntegrityCheckInterval: cfg.Store.IntegrityCheckInterval,
 		Logger: log.Named("store")})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	// A store that is not the one this appliance ran with, or that
+	// failed its integrity check, is never taken for an empty desired
+	// state: the daemon serves reads and status, refuses writes, and
+	// keeps its BGP sessions down (held), so that routers with graceful
+	// restart keep every rule they hold.
+	held := vouchStore(ctx, log.Named("store"), st, cfg.Store.IdentityFile, acceptNewStore)
 	// On PostgreSQL, one running instance per site, also before anything
 	// starts.
 	if err := st.ClaimSite(ctx); err != nil {
@@ -267,23 +289,26 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		RuleFailed:         ns.ruleFailed,
 	})
 	mx.WatchNotifications(ns.n)
-	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp})
+	mx.Watch(metrics.Sources{Rules: st, Drift: rec, Speaker: sp, Store: st})
 	series := api.NewSeries(log.Named("series"), api.SeriesSources{Rules: st, Drift: rec, Peers: sp}, 0, 0, time.Now)
 	// Every write, from the API, the configuration's static rules or
 	// the guardrails' enforcement, goes through the admission gate.
 	gate := admit.New(admit.Config{
 		Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits,
 		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, EarlyWithdrawReady: st.EarlyWithdrawOK, Changed: events.Nudge, Log: log.Named("admit"),
+		WriteTimeout: cfg.Store.WriteTimeout,
 	})
-	// Guardrails changed while the daemon was down apply before the first
-	// pass announces anything.
-	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), gate); err != nil {
-		log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
-	} else if n > 0 {
-		log.Warn("rules withdrawn by guardrails at start", "count", n)
-	}
-	if err := gate.SyncStatic(ctx, cfg.Rules); err != nil {
-		log.Error("storing the static rules ([[rule]]) failed", "error", err)
+	if !held {
+		// Guardrails changed while the daemon was down apply before the
+		// first pass announces anything.
+		if n, err := enforceGuardrails(ctx, log.Named("guardrails"), gate); err != nil {
+			log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
+		} else if n > 0 {
+			log.Warn("rules withdrawn by guardrails at start", "count", n)
+		}
+		if err := gate.SyncStatic(ctx, cfg.Rules); err != nil {
+			log.Error("storing the static rules ([[rule]]) failed", "error", err)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -292,7 +317,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()),
-		api.WithNotifications(ns.n))
+		api.WithNotifications(ns.n), api.WithStoreCondition(st))
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
@@ -321,17 +346,24 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		}()
 	}
 	// The reconciler has its own context: a shutdown stops it first, so
-	// that nothing re-announces what is being withdrawn.
+	// that nothing re-announces what is being withdrawn. A held store
+	// runs neither the reconciler nor the BGP sessions.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(sd.recDone)
+		if held {
+			return
+		}
 		if err := rec.Run(recCtx); err != nil {
 			fail("reconcile", err)
 			cancel()
 		}
 	}()
 	go func() {
+		if held {
+			return
+		}
 		select {
 		case <-rec.Loaded():
 		case <-ctx.Done():
@@ -342,6 +374,12 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			cancel()
 		}
 	}()
+	if !held && cfg.Store.IdentityFile != "" {
+		goRun("store identity", func(ctx context.Context) error {
+			st.KeepRecord(ctx, cfg.Store.IdentityFile)
+			return nil
+		})
+	}
 	goRun("retention", func(ctx context.Context) error {
 		purgeHistory(ctx, log.Named("retention"), st, cfg.Store.HistoryRetention, time.Now)
 		return nil
@@ -589,4 +627,36 @@ func profilesCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// vouchStore decides at start whether the store may be taken as the
+// desired state, and reports true when it is held: it failed its
+// integrity check, or it is not the one this appliance last ran with
+// (store.Vouch, against the identity file) and the operator did not
+// confirm it with --accept-new-store. A record or store that cannot be
+// read holds it too: unknown is not empty.
+func vouchStore(ctx context.Context, log hclog.Logger, st *store.Store, identityFile string, accept bool) (held bool) {
+	if r := st.Refusal(); r != nil {
+		log.Error("the store is not usable: BGP sessions stay down and writes are refused, so that routers with graceful restart keep the rules they hold", "reason", r.Kind, "next", r.Msg)
+		return true
+	}
+	if identityFile == "" {
+		return false
+	}
+	v, err := st.Vouch(ctx, identityFile, accept)
+	switch {
+	case err != nil:
+		log.Error("cannot tell whether the store is the one this appliance ran with: BGP sessions stay down and writes are refused; fix the error and restart", "error", err)
+		st.Hold("cannot tell whether the store is the one this appliance ran with: " + err.Error())
+		return true
+	case v.Held:
+		log.Error("refusing to take the routers' rules away: "+v.Line, "was", v.Was.Identity.String(), "now", v.Now.String(),
+			"next", "restore the store this appliance ran with and restart, or restart with 'ribkeeper serve --accept-new-store' to make this store the desired state")
+		return true
+	case v.Accepted:
+		log.Warn("taking a new store as the desired state, as the operator said (--accept-new-store): routers drop every rule it lacks", "was", v.Was.Identity.String(), "now", v.Now.String())
+	case v.New:
+		log.Info("recording the store's identity", "file", identityFile, "store", v.Now.String())
+	}
+	return false
 }

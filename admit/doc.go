@@ -30,15 +30,21 @@
 // Writes are serialized by the gate, so that quotas and the checks of an
 // update against the stored rule hold for this process (instances that
 // share one PostgreSQL enforce quotas each on its own view).
+// A write waits for the gate only until its deadline ([store]
+// write_timeout, counted from its arrival), and the store answers every
+// write by then, so a hung disk answers each write 503 in time instead
+// of queueing writes behind it (lock.go).
 //
 // Early announcement: a single rule desired at this site may be handed to
 // the speaker while its commit runs (time to mitigate), but only after
 // every check above passed and only while the store says the commit is
 // expected to succeed (Config.EarlyReady, the store's EarlyOK: the input
 // is one it takes, no failed or hung commit, room on disk).
-// Once announced, the commit is not abandoned when the client goes away,
-// so an announcement never outlives a write that did not happen and a
-// refused write never reaches a router.
+// Once announced, the commit is not abandoned when the client goes away
+// (it keeps its deadline), and a write the store did not store (any
+// error but store.ErrOutcomePending) has its path taken off at once, so
+// an announcement never outlives a write that did not happen, even while
+// the reconciler cannot read the store.
 //
 // Early withdrawal, the same contract the other way: a single withdrawal
 // (Withdraw, WithdrawMatch) of an active rule of this site takes its

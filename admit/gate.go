@@ -2,8 +2,8 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,8 +74,12 @@ type Config struct {
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()
-	Clock   clock.Clock // nil: the system clock
-	Log     hclog.Logger
+	// WriteTimeout bounds a write from its arrival at the gate to its
+	// answer, the wait for the gate included ([store] write_timeout;
+	// zero: store.DefaultWriteTimeout). See lock.go.
+	WriteTimeout time.Duration
+	Clock        clock.Clock // nil: the system clock
+	Log          hclog.Logger
 }
 
 // Gate is the admission gate. It is safe for concurrent use; writes are
@@ -84,7 +88,7 @@ type Gate struct {
 	cfg    Config
 	guard  *guard.Guard
 	limits atomic.Pointer[Limits]
-	mu     sync.Mutex // serializes check-and-store
+	mu     writeLock // serializes check-and-store (lock.go)
 	rates  actorRates
 }
 
@@ -96,7 +100,10 @@ func New(cfg Config) *Gate {
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
-	g := &Gate{cfg: cfg, guard: guard.New(cfg.Guardrails).WithClock(cfg.Clock.Now)}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = store.DefaultWriteTimeout
+	}
+	g := &Gate{cfg: cfg, mu: newWriteLock(), guard: guard.New(cfg.Guardrails).WithClock(cfg.Clock.Now)}
 	g.SetLimits(cfg.Limits)
 	return g
 }
@@ -128,7 +135,11 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 	if ref != nil {
 		return store.Rule{}, false, ref
 	}
-	g.mu.Lock()
+	ctx, cancel := g.deadline(ctx, 1)
+	defer cancel()
+	if err := g.mu.lockBy(ctx, g.cfg.WriteTimeout); err != nil {
+		return store.Rule{}, false, err
+	}
 	defer g.mu.Unlock()
 	ins := []parsed{p}
 	if err := g.admit(ctx, a, ins, false); err != nil {
@@ -142,10 +153,20 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 		// announced rule would be withdrawn for a write that may yet
 		// land.
 		g.cfg.Early.AnnounceEarly(in.Rule)
-		ctx = context.WithoutCancel(ctx)
+		var cancel context.CancelFunc
+		ctx, cancel = keepDeadline(ctx)
+		defer cancel()
 	}
 	r, created, err = g.cfg.Store.Upsert(ctx, in)
 	if early {
+		if err != nil && !errors.Is(err, store.ErrOutcomePending) {
+			// Not stored: the path announced ahead of the commit is
+			// taken off now, by the gate, not left to the next pass,
+			// which withdraws no orphan while the store cannot be read
+			// (a commit refused because the file was lost or found
+			// corrupt).
+			g.cfg.Early.WithdrawEarly(in.Rule.Match)
+		}
 		g.cfg.Early.Settle(in.Rule.Match)
 	}
 	if err != nil {
@@ -179,7 +200,11 @@ func (g *Gate) AddMany(ctx context.Context, a Actor, reqs []Request) ([]store.Ru
 		}
 		ps[i] = p
 	}
-	g.mu.Lock()
+	ctx, cancel := g.deadline(ctx, len(ps))
+	defer cancel()
+	if err := g.mu.lockBy(ctx, g.cfg.WriteTimeout); err != nil {
+		return nil, err
+	}
 	defer g.mu.Unlock()
 	if err := g.admit(ctx, a, ps, true); err != nil {
 		return nil, err

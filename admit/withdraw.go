@@ -17,7 +17,11 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 	if ref := writable(a); ref != nil {
 		return store.Rule{}, ref
 	}
-	g.mu.Lock()
+	ctx, cancel := g.deadline(ctx, 1)
+	defer cancel()
+	if err := g.mu.lockBy(ctx, g.cfg.WriteTimeout); err != nil {
+		return store.Rule{}, err
+	}
 	defer g.mu.Unlock()
 	// The brief read: the withdrawal leaves as soon as the checks are
 	// done (time to withdraw), and the answer is the rule as withdrawn.
@@ -69,7 +73,11 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 		// The caller's own text: naming its destination leaks nothing.
 		return nil, scopeRefusal(a, rule, -1)
 	}
-	g.mu.Lock()
+	ctx, cancel := g.deadline(ctx, 1)
+	defer cancel()
+	if err := g.mu.lockBy(ctx, g.cfg.WriteTimeout); err != nil {
+		return nil, err
+	}
 	defer g.mu.Unlock()
 	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{rule.Match})
 	if err != nil {
@@ -112,7 +120,9 @@ func (g *Gate) withdraw(ctx context.Context, a Actor, cur store.Rule) (store.Rul
 	early := g.cfg.Early != nil && m.IsValid() && g.earlyWithdrawReady(cur)
 	if early {
 		g.cfg.Early.WithdrawEarly(m)
-		ctx = context.WithoutCancel(ctx)
+		var cancel context.CancelFunc
+		ctx, cancel = keepDeadline(ctx)
+		defer cancel()
 	}
 	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
 	if early {

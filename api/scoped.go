@@ -52,6 +52,9 @@ func scopedStatus(id *identity, out *Status) {
 		out.Peers[i] = scopedPeer(out.Peers[i])
 	}
 	out.LastPass, out.SinceStart, out.Notifications = nil, nil, nil
+	if out.Store != nil {
+		out.Store = &StoreStatus{State: out.Store.State} // the appliance's files are not a scope's
+	}
 	if id.role != RoleWrite {
 		out.Sites = nil
 	}

@@ -90,9 +90,10 @@ type options struct {
 	observer        RequestObserver
 	passes          Passes
 	shutdown        Shutdowner
-	events          *Events      // console.go
-	series          *Series      // console.go
-	console         http.Handler // console.go
+	events          *Events        // console.go
+	series          *Series        // console.go
+	console         http.Handler   // console.go
+	store           StoreCondition // status.go
 	notifications   Notifications
 }
 

@@ -23,9 +23,65 @@ type Status struct {
 	// SinceStart sums every pass since the daemon started, and the drift
 	// it repaired.
 	SinceStart *Totals `json:"since_start,omitempty"`
+	// Store is the store's condition: whether it takes writes, and its
+	// last integrity check.
+	Store *StoreStatus `json:"store,omitempty"`
 	// Notifications is the delivery state of each [[notify]] receiver.
 	Notifications []notify.TargetStatus `json:"notifications,omitempty"`
 	Errors        []string              `json:"errors,omitempty"`
+}
+
+// StoreStatus is the store's condition in GET /v1/status.
+type StoreStatus struct {
+	// State is "ok" while the store takes writes; otherwise the reason
+	// it refuses them all: "lost" (its file was deleted or replaced
+	// while running), "corrupt" (it failed its integrity check), "held"
+	// (not the store this appliance ran with, until the operator
+	// confirms it). Error then says what to do.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Integrity is the last integrity check (SQLite only).
+	Integrity *IntegrityStatus `json:"integrity,omitempty"`
+	// LateCommits counts writes answered 503 at their deadline while
+	// their commit was still running.
+	LateCommits uint64 `json:"late_commits"`
+}
+
+// IntegrityStatus is the last integrity check of the SQLite file.
+type IntegrityStatus struct {
+	At      time.Time `json:"at"`
+	Result  string    `json:"result"` // "ok", "corrupt" or "incomplete"
+	Problem string    `json:"problem,omitempty"`
+}
+
+// StoreCondition is the store's condition (implemented by *store.Store).
+type StoreCondition interface {
+	Refusal() *store.RefusedError
+	Integrity() *store.IntegrityResult
+	LateCommits() uint64
+}
+
+// WithStoreCondition shows the store's condition in GET /v1/status.
+func WithStoreCondition(c StoreCondition) Option {
+	return func(o *options) { o.store = c }
+}
+
+func storeStatus(c StoreCondition) *StoreStatus {
+	out := &StoreStatus{State: "ok", LateCommits: c.LateCommits()}
+	if r := c.Refusal(); r != nil {
+		out.State, out.Error = r.Kind, r.Msg
+	}
+	if in := c.Integrity(); in != nil {
+		is := &IntegrityStatus{At: in.At, Result: "incomplete", Problem: in.Problem}
+		switch {
+		case in.OK:
+			is.Result = "ok"
+		case in.Corrupt:
+			is.Result = "corrupt"
+		}
+		out.Integrity = is
+	}
+	return out
 }
 
 // Totals counts what the reconciler did since the daemon started.
@@ -145,6 +201,9 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) (int, any, er
 	}
 	if s.opts.notifications != nil {
 		out.Notifications = s.opts.notifications.Status()
+	}
+	if s.opts.store != nil {
+		out.Store = storeStatus(s.opts.store)
 	}
 	if id.scoped() {
 		scopedStatus(id, &out)

@@ -742,6 +742,9 @@ func (c *cli) status(ctx context.Context, args []string) error {
 	if len(st.Sites) > 0 {
 		fmt.Fprintf(c.stdout, "\nSites: %s\n", safeText(strings.Join(st.Sites, ", ")))
 	}
+	if sc := st.Store; sc != nil && sc.State != "ok" {
+		fmt.Fprintf(c.stdout, "\nStore: %s, refusing every write:\n  %s\n", safeText(sc.State), safeText(api.OneLine(sc.Error)))
+	}
 	fmt.Fprintln(c.stdout, "\nRules:")
 	if rc := st.Rules; rc != nil {
 		t := newTable(&indent{w: c.stdout}, "STATE", "COUNT")

@@ -137,6 +137,19 @@ type Store struct {
 	// HistoryRetention is how long audit history, and withdrawn or expired
 	// rules, are kept (default 90 days); 0 keeps them forever.
 	HistoryRetention time.Duration
+	// WriteTimeout bounds every write from its arrival to its commit
+	// (default 5s): a write that cannot reach durable storage in time is
+	// answered 503 and is not committed later behind its client's back.
+	WriteTimeout time.Duration
+	// IntegrityCheckInterval is how often the database is checked for
+	// corruption while running (default 1h; 0: only at start).
+	IntegrityCheckInterval time.Duration
+	// IdentityFile records which store this appliance ran with, and how
+	// many rules it held, so that a lost or replaced store is not taken
+	// for an empty desired state. SQLite default: next to the database
+	// (data/ribkeeper.identity for data/ribkeeper.db); PostgreSQL: none
+	// unless set.
+	IdentityFile string
 }
 
 // API is the control surface.

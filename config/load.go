@@ -29,10 +29,15 @@ func parseDays(s string) (time.Duration, bool) {
 const (
 	// DefaultHistoryRetention keeps 90 days of audit history.
 	DefaultHistoryRetention = 90 * 24 * time.Hour
-	DefaultSite             = "default"
-	DefaultListenPort       = 179
-	DefaultResyncInterval   = 5 * time.Minute
-	DefaultMaxWithdraw      = 10000
+	// DefaultWriteTimeout bounds a write from arrival to commit.
+	DefaultWriteTimeout = 5 * time.Second
+	// DefaultIntegrityCheckInterval is how often the database is checked
+	// for corruption while running.
+	DefaultIntegrityCheckInterval = time.Hour
+	DefaultSite                   = "default"
+	DefaultListenPort             = 179
+	DefaultResyncInterval         = 5 * time.Minute
+	DefaultMaxWithdraw            = 10000
 )
 
 // file mirrors the TOML layout. Values stay in their textual form here and
@@ -101,6 +106,9 @@ type file struct {
 		Path             string `toml:"path"`
 		DSN              string `toml:"dsn"`
 		HistoryRetention string `toml:"history_retention"`
+		WriteTimeout     string `toml:"write_timeout"`
+		IntegrityCheck   string `toml:"integrity_check_interval"`
+		IdentityFile     string `toml:"identity_file"`
 	} `toml:"store"`
 	API struct {
 		Socket  string   `toml:"socket"`
@@ -371,6 +379,24 @@ func (v *validator) build(f *file) *Config {
 		default:
 			c.Store.HistoryRetention = d
 		}
+	}
+
+	c.Store.WriteTimeout = DefaultWriteTimeout
+	if d := v.duration("store.write_timeout", f.Store.WriteTimeout, 100*time.Millisecond, 10*time.Minute,
+		"100ms..10m: how long a write may take to reach the disk before it is answered 503"); d > 0 {
+		c.Store.WriteTimeout = d
+	}
+	c.Store.IntegrityCheckInterval = DefaultIntegrityCheckInterval
+	if r := f.Store.IntegrityCheck; r == "0" {
+		c.Store.IntegrityCheckInterval = 0
+	} else if d := v.duration("store.integrity_check_interval", r, time.Second, 30*24*time.Hour,
+		"1s..720h, or \"0\" to check only at start"); d > 0 {
+		c.Store.IntegrityCheckInterval = d
+	}
+	c.Store.IdentityFile = f.Store.IdentityFile
+	if c.Store.IdentityFile == "" && c.Store.Driver == "sqlite" {
+		base := strings.TrimSuffix(filepath.Base(c.Store.Path), filepath.Ext(c.Store.Path))
+		c.Store.IdentityFile = filepath.Join(filepath.Dir(c.Store.Path), base+".identity")
 	}
 
 	// [api]

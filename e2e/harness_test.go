@@ -49,6 +49,11 @@ type daemon struct {
 	// wrap, if set, is a command that runs ribkeeper (e.g. prlimit with
 	// its arguments); it must exec it, so that cmd's pid is ribkeeper's.
 	wrap []string
+	// args are more arguments of serve (e.g. --accept-new-store).
+	args []string
+	// ready is the client command whose success says the daemon is up
+	// (default: rule list).
+	ready []string
 }
 
 // setup starts a BIRD on 127.0.0.2 and a ribkeeper on 127.0.0.1 peering
@@ -113,7 +118,7 @@ func (d *daemon) start() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	args := append(append([]string{}, d.wrap...), binary, "serve", "--config", d.conf)
+	args := append(append(append([]string{}, d.wrap...), binary, "serve", "--config", d.conf), d.args...)
 	d.cmd = exec.Command(args[0], args[1:]...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
@@ -124,7 +129,11 @@ func (d *daemon) start() {
 	d.exited = exited
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, _, code := d.cli("rule", "list"); code == 0 {
+		ready := d.ready
+		if len(ready) == 0 {
+			ready = []string{"rule", "list"}
+		}
+		if _, _, code := d.cli(ready...); code == 0 {
 			return
 		}
 		select {

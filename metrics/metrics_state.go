@@ -36,6 +36,7 @@ type Sources struct {
 	Rules   scrapeRules
 	Drift   scrapeDrift
 	Speaker scrapeSpeaker
+	Store   scrapeStore // metrics_store.go
 	// Timeout bounds each source call of one scrape (default 5 s).
 	Timeout time.Duration
 }
@@ -95,11 +96,19 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descPeerUp, descPeerUptime, descPeerSent, descPeerHeldBack, descPeerReceived, descRIBPaths, descRIBReady} {
 		ch <- d
 	}
+	if c.src.Store != nil {
+		for _, d := range storeDescs {
+			ch <- d
+		}
+	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.src.Rules != nil {
 		c.collectRules(ch)
+	}
+	if c.src.Store != nil {
+		c.collectStore(ch)
 	}
 	if c.src.Drift != nil {
 		d := c.src.Drift.Drift()

@@ -85,6 +85,10 @@ func (s *Store) EarlyOK(ctx context.Context, in Input) error {
 // that rules reach the routers only after their commit, and why.
 func (s *Store) condition() error {
 	kind, why := s.health.check(s.clock.Now())
+	s.checkFile() // a stat: a file deleted a moment ago is not announced into
+	if r := s.refusal.Load(); r != nil {
+		kind, why = r.Kind, r.Msg
+	}
 	if kind == "" && s.dataDir != "" {
 		kind, why = diskCondition(s.dataDir)
 	}

@@ -22,17 +22,27 @@ var errClosed = errors.New("store closed")
 
 // writeReq is one queued write: a caller's Upsert, Withdraw, UpsertMany...
 type writeReq struct {
-	ctx   context.Context // the caller's; checked before fn starts, never passed to SQL
+	ctx   context.Context // the caller's, with its deadline; checked before fn starts and before the commit, never passed to SQL
+	op    string          // what the write does, for the log of a late outcome
 	n     int             // work in rules, for grouping and the deadline
 	fn    func(ctx context.Context, w *wtx) (changed bool, err error)
-	state atomic.Int32 // reqQueued → reqTaken (committer) or reqAbandoned (caller)
-	done  chan error   // capacity 1; receives the result once, after commit
+	state atomic.Int32 // see the req* states
+	done  chan error   // capacity 1; receives the result once
 }
 
+// A request's state moves from reqQueued to reqTaken (the committer runs
+// it) and reqCommitting (its transaction's COMMIT started), or to
+// reqAbandoned (its caller gave up, or its deadline passed, before the
+// commit started: it is never stored). A caller whose deadline passes
+// during the COMMIT itself marks it reqLate: it was answered that the
+// outcome is pending, and the committer logs the outcome when it comes.
 const (
 	reqQueued int32 = iota
 	reqTaken
 	reqAbandoned
+	reqCommitting
+	reqLate
+	reqDone
 )
 
 // committer runs every write of a SQLite Store on one connection, many
@@ -153,6 +163,15 @@ func (c *committer) commit(g []*writeReq) {
 	for _, r := range g {
 		work += r.n
 	}
+	if err := c.s.refused(); err != nil {
+		// Lost, corrupt or held: nothing runs.
+		for _, r := range g {
+			if r.state.CompareAndSwap(reqQueued, reqTaken) {
+				r.done <- err
+			}
+		}
+		return
+	}
 	ctx, cancel := c.s.call(context.Background(), work)
 	defer cancel()
 	// outcome is the transaction's: nil once committed. The store's
@@ -259,26 +278,122 @@ func (c *committer) commit(g []*writeReq) {
 			return
 		}
 	}
-	if err := c.s.commit(ctx, t); err != nil {
-		fail(fmt.Errorf("commit: %w", err))
+	if err := c.s.checkFile(); err != nil {
+		fail(err) // the file this transaction would commit to is not the store's any more
 		deliver()
 		return
 	}
-	if changed {
+	if !c.committing(g, ran) {
+		// A caller gave up or its deadline passed while its write ran:
+		// it was (or is being) answered that nothing was stored, so
+		// nothing is. The others run again in the next transaction.
+		c.s.health.abandon(f)
+		return
+	}
+	err = c.s.commit(ctx, t)
+	if err != nil {
+		fail(fmt.Errorf("commit: %w", err))
+	} else if changed {
 		adopt()
 		c.s.signal()
 	}
+	c.late(g, ran, err)
 	deliver()
 }
 
-// enqueue runs fn through the committer and waits for its result. A caller
-// whose context ends before fn started gets the context's error and fn
-// never runs; once fn started, the caller waits for the commit (bounded by
-// the group's deadline), so the answer is always the truth.
-func (c *committer) enqueue(ctx context.Context, n int, fn func(ctx context.Context, w *wtx) (bool, error)) error {
-	cctx, cancel := c.s.call(ctx, n)
+// committing moves every request of g that ran to reqCommitting right
+// before the COMMIT, and reports true. If one of them cannot move (its
+// caller gave up) or its deadline passed, nothing commits: the
+// transaction is rolled back by the caller of committing, those
+// requests get the error of a write that was not stored, and the others
+// go back to the front of the queue, to run again while their callers
+// wait. From reqCommitting on, a caller whose deadline passes is told
+// that the outcome is pending (see late).
+func (c *committer) committing(g []*writeReq, ran []bool) bool {
+	ok := true
+	for i, r := range g {
+		if !ran[i] {
+			continue
+		}
+		if r.ctx.Err() != nil || !r.state.CompareAndSwap(reqTaken, reqCommitting) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return true
+	}
+	var again []*writeReq
+	for i, r := range g {
+		if !ran[i] {
+			if r.state.Load() == reqQueued {
+				again = append(again, r)
+			}
+			continue
+		}
+		ran[i] = false
+		expired := r.ctx.Err() != nil
+		if !expired && (r.state.CompareAndSwap(reqCommitting, reqQueued) || r.state.CompareAndSwap(reqTaken, reqQueued)) {
+			again = append(again, r)
+			continue
+		}
+		// Its caller gave up (reqAbandoned), or gives up now: it hears
+		// that nothing was stored, from here or from its own context.
+		r.state.CompareAndSwap(reqTaken, reqAbandoned)
+		r.state.CompareAndSwap(reqCommitting, reqAbandoned)
+		r.done <- c.s.notStored(r.ctx, r.op)
+	}
+	if len(again) > 0 {
+		c.requeue(again)
+	}
+	return false
+}
+
+// late settles the requests of g whose COMMIT outcome is known now: a
+// caller still waiting gets it through done; one whose deadline passed
+// during the COMMIT was told the outcome is pending, and the log says
+// what it turned out to be.
+func (c *committer) late(g []*writeReq, ran []bool, err error) {
+	for i, r := range g {
+		if !ran[i] || r.state.CompareAndSwap(reqCommitting, reqDone) {
+			continue
+		}
+		if r.state.Load() != reqLate {
+			continue
+		}
+		c.s.lateCommits.Add(1)
+		if err == nil {
+			c.s.log.Warn("a write whose caller was answered 503 at its deadline committed after all, when the disk answered: it is stored and will be announced (GET /v1/rules shows it)",
+				"op", r.op, "write_timeout", c.s.writeTimeout)
+		} else {
+			c.s.log.Warn("a write whose caller was answered 503 at its deadline failed when the disk answered: it is not stored",
+				"op", r.op, "error", err)
+		}
+	}
+}
+
+// enqueue runs fn through the committer and waits for its result, for
+// as long as the write's deadline ([store] write_timeout, scaled for
+// batches) allows. The answer is always the truth:
+//
+//   - committed: nil;
+//   - the deadline passed (or ctx ended) before the write's COMMIT
+//     started: it is never stored, and the caller gets an error that
+//     says so (the committer drops it from the queue, or rolls its
+//     transaction back and runs the others again);
+//   - the deadline passed during the COMMIT (a disk that stopped
+//     answering mid-fsync cannot be rolled back): the caller gets an
+//     error that says the outcome is pending; if the commit lands when
+//     the disk answers, the rule is stored like any other (GET shows it)
+//     and the log says so.
+//
+// Either way the caller is answered by its deadline, however long the
+// disk hangs, and the writes queued behind a hung one are answered by
+// theirs without being run.
+func (c *committer) enqueue(ctx context.Context, op string, n int, fn func(ctx context.Context, w *wtx) (bool, error)) error {
+	cctx, cancel := c.s.writeBound(ctx, n)
 	defer cancel()
-	r := &writeReq{ctx: cctx, n: max(n, 1), fn: fn, done: make(chan error, 1)}
+	r := &writeReq{ctx: cctx, op: op, n: max(n, 1), fn: fn, done: make(chan error, 1)}
 	if !c.submit(r) {
 		return errClosed
 	}
@@ -286,9 +401,12 @@ func (c *committer) enqueue(ctx context.Context, n int, fn func(ctx context.Cont
 	case err := <-r.done:
 		return err
 	case <-cctx.Done():
-		if r.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return cctx.Err()
-		}
-		return <-r.done
 	}
+	if r.state.CompareAndSwap(reqQueued, reqAbandoned) || r.state.CompareAndSwap(reqTaken, reqAbandoned) {
+		return c.s.notStored(cctx, op)
+	}
+	if r.state.CompareAndSwap(reqCommitting, reqLate) {
+		return c.s.pending(cctx, op)
+	}
+	return <-r.done // settled meanwhile: the committer answered
 }

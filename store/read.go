@@ -88,6 +88,9 @@ func (s *Store) ActiveFrom(ctx context.Context, origin string) ([]Rule, error) {
 // Sites, CreatedAt and UpdatedAt are not (Get and List have them). It is
 // the reconciler's read, made at every start and resync.
 func (s *Store) ActiveRules(ctx context.Context) ([]Rule, error) {
+	if err := s.untrusted(); err != nil {
+		return nil, err // not the whole desired state (integrity.go)
+	}
 	return s.listWith(ctx, "read active rules", scanBrief, "SELECT "+briefCols+ruleFrom+
 		" WHERE r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, s.site)
 }

@@ -34,6 +34,9 @@ type Delta struct {
 // reads it before a full ActiveRules read and then asks ChangedSince(rev)
 // misses nothing.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
+	if err := s.untrusted(); err != nil {
+		return 0, err // and so ChangedSince (integrity.go)
+	}
 	cctx, cancel := s.call(ctx, 1)
 	defer cancel()
 	var rev int64

@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -23,7 +25,45 @@ type sqliteEngine struct {
 	// of sleeping in SQLite's busy handler. busy_timeout still covers
 	// writers in other processes.
 	wmu sync.Mutex
+	// ident is the file opened (noteIdentity), lost set once the path
+	// names another file (identity.go): reads fail from then on.
+	ident atomic.Pointer[fileIdent]
+	lost  atomic.Pointer[RefusedError]
+	// connector opens db's connections; the integrity check opens one
+	// of its own with it.
+	connector *liteConnector
 }
+
+// liteConnector opens the engine's connections: once the file's identity
+// is noted, a new connection must reach that very file, and never
+// creates one (a deleted file stays deleted, not replaced by an empty
+// database).
+type liteConnector struct {
+	drv           *sqlite3.SQLiteDriver
+	dsn, noCreate string
+	e             *sqliteEngine
+}
+
+func (c *liteConnector) Connect(context.Context) (driver.Conn, error) {
+	if r := c.e.lost.Load(); r != nil {
+		return nil, r
+	}
+	dsn := c.dsn
+	if c.e.ident.Load() != nil {
+		dsn = c.noCreate
+	}
+	conn, err := c.drv.Open(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if what := c.e.verify(false); what != "" {
+		conn.Close()
+		return nil, fmt.Errorf("open sqlite database %s: it %s since ribkeeper opened it", c.e.path, what)
+	}
+	return conn, nil
+}
+
+func (c *liteConnector) Driver() driver.Driver { return c.drv }
 
 func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 	if strings.ContainsAny(path, "?#") {
@@ -37,13 +77,15 @@ func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 	// synchronous=FULL: a commit is on disk before Upsert returns, so an
 	// acknowledged rule survives a power loss, not only a process crash.
 	dsn := "file:" + path + "?_busy_timeout=5000&_foreign_keys=on&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate"
-	db, err := sql.Open("sqlite3", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite database %s: %w", path, err)
-	}
+	e := &sqliteEngine{path: path}
+	e.connector = &liteConnector{drv: &sqlite3.SQLiteDriver{}, dsn: dsn, noCreate: dsn + "&mode=rw", e: e}
+	db := sql.OpenDB(e.connector)
+	e.db = db
 	db.SetMaxIdleConns(8)
-	e := &sqliteEngine{db: db, path: path}
-	var mode string
+	var (
+		mode string
+		err  error
+	)
 	// The first statement of a connection runs the DSN's pragmas. Turning
 	// a new database to WAL takes an exclusive lock, and SQLite answers
 	// "database is locked" at once, without its busy handler, to the
@@ -88,7 +130,20 @@ func (e *sqliteEngine) begin(ctx context.Context) (tx, error) {
 	return &sqliteTx{tx: t, unlock: e.wmu.Unlock}, nil
 }
 
-func (e *sqliteEngine) reader() querier { return sqliteDB{e.db} }
+func (e *sqliteEngine) reader() querier {
+	if r := e.lost.Load(); r != nil {
+		return lostDB{r}
+	}
+	return sqliteDB{e.db}
+}
+
+// lostDB answers every read of a lost database with its refusal: its
+// file is not the store any more (identity.go).
+type lostDB struct{ err error }
+
+func (d lostDB) exec(context.Context, string, ...any) (int64, error) { return 0, d.err }
+func (d lostDB) query(context.Context, string, ...any) (rows, error) { return nil, d.err }
+func (d lostDB) queryRow(context.Context, string, ...any) row        { return errRow{d.err} }
 
 func (e *sqliteEngine) timeArg(t time.Time) any {
 	if t.IsZero() {

@@ -25,9 +25,10 @@
 // its own SAVEPOINT, commits once and then answers each caller. A write that
 // fails is rolled back to its savepoint and gets its own error; the others
 // commit. UpsertMany is one queued write, so it stays all or nothing. A
-// caller whose context ends before its write started gets the context's
-// error and the write never runs; once started, the caller gets the commit's
-// real outcome. SQLite serializes writers anyway, so grouping loses no
+// caller whose context ends, or whose deadline ([store] write_timeout)
+// passes, before its write's COMMIT started gets an error and the write
+// never lands; one whose deadline passes during the COMMIT is told that
+// the outcome is pending (deadline.go). SQLite serializes writers anyway, so grouping loses no
 // parallelism. PostgreSQL runs concurrent transactions and groups WAL
 // flushes itself; its writes are not queued.
 //
@@ -44,6 +45,14 @@
 // by polling PRAGMA data_version on the committer's connection every 250 ms
 // and before every group: it moves only when another connection committed.
 // A commit that only wrote announce status does not wake the feed.
+//
+// # Faults
+//
+// A database file deleted or replaced while running (identity.go), a
+// corrupt file (integrity.go) and a start on a store that is not the one
+// this appliance ran with (record.go) make the store refuse every write
+// (RefusedError, matching ErrUnavailable) and fail the reads the
+// reconciler makes, so that unknown is never taken for empty.
 package store
 
 import (
@@ -52,6 +61,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -141,6 +151,15 @@ type Config struct {
 	// out of time fails with ErrUnavailable. Batch calls get more time in
 	// proportion to their size.
 	Timeout time.Duration
+	// WriteTimeout bounds a SQLite write from its arrival to its commit
+	// (default DefaultWriteTimeout; see deadline.go).
+	WriteTimeout time.Duration
+	// IntegrityCheckTimeout bounds the integrity check (default 1m;
+	// see integrity.go).
+	IntegrityCheckTimeout time.Duration
+	// IntegrityCheckInterval is how often a SQLite file is checked while
+	// running; 0: only at Open.
+	IntegrityCheckInterval time.Duration
 	// Logger receives the PostgreSQL server in use (at the first
 	// connection and whenever it changes) and change-feed reconnects; nil
 	// discards.
@@ -171,6 +190,23 @@ type Store struct {
 	// PostgreSQL).
 	health  health
 	dataDir string
+	path    string // the SQLite database file ("" on PostgreSQL)
+	// writeTimeout bounds each write (deadline.go); lateCommits counts
+	// the writes whose COMMIT outlived their caller's deadline.
+	writeTimeout time.Duration
+	lateCommits  atomic.Uint64
+	// refusal, when set, refuses every write and tells why: the
+	// database file was lost or replaced (identity.go), it failed its
+	// integrity check (integrity.go), or the operator must confirm a
+	// new store (record.go).
+	refusal atomic.Pointer[RefusedError]
+	// integrity is the last integrity check's result (integrity.go).
+	integrity        atomic.Pointer[IntegrityResult]
+	integrityTimeout time.Duration
+	// recordWake wakes KeepRecord after each change (signal).
+	recordWake chan struct{}
+	// rescued is closed once a lost file's copy is done (identity.go).
+	rescued chan struct{}
 	// spec lets EarlyOK skip its read on SQLite (special.go); nil on
 	// PostgreSQL.
 	spec *special
@@ -202,12 +238,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.IntegrityCheckTimeout <= 0 {
+		cfg.IntegrityCheckTimeout = time.Minute
+	}
 	s := &Store{
-		clock:   cfg.Clock,
-		site:    cfg.Site,
-		timeout: cfg.Timeout,
-		log:     cfg.Logger,
-		changes: make(chan struct{}, 1),
+		writeTimeout:     cfg.WriteTimeout,
+		integrityTimeout: cfg.IntegrityCheckTimeout,
+		clock:            cfg.Clock,
+		site:             cfg.Site,
+		timeout:          cfg.Timeout,
+		log:              cfg.Logger,
+		changes:          make(chan struct{}, 1),
+		recordWake:       make(chan struct{}, 1), // see KeepRecord
+		rescued:          make(chan struct{}),
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
@@ -221,7 +267,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			cfg.Path = DefaultPath
 		}
 		s.eng, err = openSQLite(octx, cfg.Path)
-		s.dataDir = filepath.Dir(cfg.Path)
+		s.dataDir, s.path = filepath.Dir(cfg.Path), cfg.Path
 	case "postgres", "postgresql", "pgx":
 		var pg *pgEngine
 		pg, err = openPostgres(octx, cfg.DSN, cfg.Logger)
@@ -245,26 +291,66 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.Close()
 		return nil, s.wrap(ctx, "migrate database schema", err)
 	}
-	if err := s.registerSite(octx); err != nil {
+	if s.path != "" {
+		// Before anything else reads the rules: a corrupt file opens,
+		// serving the reads it can and refusing writes (integrity.go).
+		s.CheckIntegrity(octx)
+	}
+	// failed is Open's error for a step that failed, nil if the file
+	// is corrupt (then the store opens, refusing writes).
+	failed := func(op string, err error) error {
+		if err == nil {
+			return nil
+		}
+		if isCorrupt(err) {
+			s.corrupt(op + ": " + err.Error())
+		}
+		if r := s.refusal.Load(); r != nil && r.Kind == "corrupt" {
+			return nil
+		}
 		s.Close()
-		return nil, s.wrap(ctx, "register site "+cfg.Site, err)
+		return s.wrap(ctx, op, err)
+	}
+	if err := failed("register site "+cfg.Site, s.registerSite(octx)); err != nil {
+		return nil, err
+	}
+	if err := failed("give the store its id", s.ensureID(octx)); err != nil {
+		return nil, err
 	}
 	if lite, ok := s.eng.(*sqliteEngine); ok {
 		ss, err := lite.session(octx)
-		if err != nil {
-			s.Close()
-			return nil, s.wrap(ctx, "open write connection", err)
+		if err := failed("open write connection", err); err != nil {
+			return nil, err
 		}
-		if s.spec, err = s.loadSpecial(octx); err != nil {
-			s.Close()
-			return nil, s.wrap(ctx, "read declared and sited rules", err)
+		if ss == nil {
+			ss = &sqliteSession{e: lite} // corrupt: connects on its first write, which is refused
 		}
+		spec, err := s.loadSpecial(octx)
+		if err := failed("read declared and sited rules", err); err != nil {
+			return nil, err
+		}
+		s.spec = spec
 		s.group = newCommitter(s, ss)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			s.group.run(bg)
 		}()
+		// From here the file's identity is checked (identity.go), and
+		// its integrity on a schedule (integrity.go).
+		lite.noteIdentity()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchFile(bg)
+		}()
+		if cfg.IntegrityCheckInterval > 0 {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.watchIntegrity(bg, cfg.IntegrityCheckInterval)
+			}()
+		}
 	}
 	return s, nil
 }
@@ -306,6 +392,10 @@ func (s *Store) signal() {
 	case s.changes <- struct{}{}:
 	default:
 	}
+	select {
+	case s.recordWake <- struct{}{}:
+	default:
+	}
 }
 
 // call bounds one database call; n > 1 scales the deadline for batches.
@@ -322,6 +412,10 @@ func (s *Store) call(ctx context.Context, n int) (context.Context, context.Cance
 func (s *Store) wrap(parent context.Context, op string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if isCorrupt(err) {
+		s.corrupt(op + ": " + err.Error())
+		return s.refused()
 	}
 	var ue *unavailableError
 	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.As(err, &ue) {
