@@ -23,6 +23,8 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/notify"
+	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // The OpenAPI document is checked against the code, not against itself:
@@ -561,5 +563,45 @@ func TestSchemaCheckFinds(t *testing.T) {
 		if errs := schemaCheck(t, doc, rule, m, "rule"); len(errs) == 0 {
 			t.Errorf("%s: the checker found nothing wrong", name)
 		}
+	}
+}
+
+type openapiStore struct{}
+
+func (openapiStore) Refusal() *store.RefusedError {
+	return &store.RefusedError{Kind: "corrupt", Msg: "the database failed its integrity check: restore it from a backup"}
+}
+func (openapiStore) Integrity() *store.IntegrityResult {
+	return &store.IntegrityResult{At: time.Now(), Corrupt: true, Problem: "page 7: btree cell overflow"}
+}
+func (openapiStore) LateCommits() uint64 { return 1 }
+
+type openapiNotify struct{}
+
+func (openapiNotify) Status() []notify.TargetStatus {
+	now := time.Now()
+	return []notify.TargetStatus{{Name: "soc", Kind: "webhook", Queued: 2, Delivered: 7, Retries: 3, LastError: "503", LastErrAt: now, LastOKAt: now, NextTry: now}}
+}
+
+// The parts of GET /v1/status shown only when configured (the store's
+// condition, the notification receivers) match the document too.
+func TestOpenAPIStatusSections(t *testing.T) {
+	doc := loadOpenAPI(t)
+	op := documented(doc)["GET /v1/status"]
+	ts := startServerOver(t, newFakeRules(), api.WithStoreCondition(openapiStore{}), api.WithNotifications(openapiNotify{}))
+	status, body := ts.do(t, "GET", "/v1/status", "")
+	if status != http.StatusOK || !strings.Contains(string(body), `"notifications"`) || !strings.Contains(string(body), `"integrity"`) {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	resp := op["responses"].(map[string]any)["200"]
+	schema := resolve(t, doc, resp).(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"]
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range schemaCheck(t, doc, schema, v, "GET /v1/status") {
+		t.Errorf("%s\n  answer: %s", e, body)
 	}
 }
