@@ -42,6 +42,11 @@ type Config struct {
 	Rules []StaticRule
 	// Sources are the detectors allowed to send signals ([[source]]).
 	Sources []Source
+	// Playbooks turn signals into rules ([[playbook]]), in file order:
+	// a signal takes the first that matches it.
+	Playbooks []Playbook
+	// Incidents bounds what the playbook engine keeps ([incidents]).
+	Incidents Incidents
 
 	lines map[string]int // where each key is written (Problem)
 }

@@ -137,7 +137,9 @@ type file struct {
 		MaxWithdrawPerPass *int64 `toml:"max_withdraw_per_pass"`
 		AnnounceRate       *int64 `toml:"announce_rate"`
 	} `toml:"reconcile"`
-	Sources []rawSource `toml:"source"`
+	Sources   []rawSource   `toml:"source"`
+	Playbooks []rawPlaybook `toml:"playbook"`
+	Incidents rawIncidents  `toml:"incidents"`
 }
 
 // Load reads and validates the file at path. The error, if any, is an
@@ -377,6 +379,7 @@ func (v *validator) build(f *file) *Config {
 	v.apiListener(f, c)
 	v.apiBounds(f, c)
 	v.sources(f, c)
+	v.playbooks(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval
