@@ -194,11 +194,12 @@ func plainWord(s string, flags bool) bool {
 }
 
 // Example is a signal's values a playbook might get, for checking its
-// templates at load: a host in its first prefix (else in prefix, else
-// 192.0.2.1/32), its first protocol (else udp) and port (else 53).
+// templates at load: a host in prefix (if valid, else in the playbook's
+// first prefix, else 192.0.2.1/32), its first protocol (else udp) and
+// port (else 53).
 func (p Playbook) Example(prefix netip.Prefix) Values {
 	v := Values{Target: netip.MustParsePrefix("192.0.2.1/32"), Protocol: "udp", DstPorts: []uint16{53}, SrcPorts: []uint16{53}, TCPFlags: "S"}
-	if len(p.Prefixes) > 0 {
+	if !prefix.IsValid() && len(p.Prefixes) > 0 {
 		prefix = p.Prefixes[0]
 	}
 	if prefix.IsValid() {

@@ -1,0 +1,205 @@
+package playbook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/admit"
+	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/signals"
+	"github.com/ribkeeper/ribkeeper/store"
+)
+
+// retryEvery is how often rules the store could not take are tried
+// again, on a signal.
+const retryEvery = 5 * time.Second
+
+// values are what inc's templates are filled with.
+func (inc *incident) values() config.Values {
+	v := inc.inc.Vector
+	return config.Values{Target: inc.inc.Target, Protocol: v.Protocol, DstPorts: v.DstPorts, SrcPorts: v.SrcPorts, TCPFlags: v.TCPFlags}
+}
+
+// reason is the reason of a rule inc writes for step: it lands in the
+// rule's history, so the rule says which signal, source, playbook and
+// step it comes from.
+func (inc *incident) reason(s signals.Signal) string {
+	in := &inc.inc
+	r := fmt.Sprintf("incident %d: playbook %s step %d/%d, source %s, signal %s", in.ID, inc.pb.Name, in.Step+1, in.Steps, in.Source, describe(s))
+	if in.AttackID != "" {
+		r += ", attack " + in.AttackID
+	}
+	return printable(r, store.MaxReasonBytes)
+}
+
+// applyStep writes (or, in shadow mode, checks) the rules of inc's step
+// and then withdraws the earlier steps' rules it does not store again:
+// make-before-break. The caller holds inc.mu.
+func (e *Engine) applyStep(ctx context.Context, inc *incident, now time.Time, s signals.Signal) {
+	in := &inc.inc
+	st := inc.pb.Steps[in.Step]
+	s.Target = in.Target
+	ttl := st.TTL.String()
+	reason := inc.reason(s)
+	kept := map[int64]bool{}
+	first := len(in.Rules)
+	for _, t := range st.Rules {
+		text, _, err := t.Render(inc.values())
+		if err != nil {
+			in.Rules = append(in.Rules, Rule{Text: text, Step: in.Step, State: RuleFailed, Error: err.Error()})
+			inc.note(now, "rule", "template %q not rendered: %v", t.Text, err)
+			continue
+		}
+		req := admit.Request{Text: text, TTL: &ttl, Reason: &reason}
+		r := Rule{Text: text, Step: in.Step}
+		if inc.pb.Shadow {
+			v, err := e.cfg.Gate.Validate(ctx, inc.actor, req)
+			switch {
+			case err != nil:
+				r.State, r.Error = RuleFailed, err.Error()
+			case v.Refusal != nil:
+				r.State, r.Error = RuleRefused, v.Refusal.Error()
+			default:
+				r.Text, r.State, r.ExpiresAt = v.Rule.String(), RuleShadow, v.ExpiresAt
+			}
+			inc.note(now, "rule", "shadow: %s: %s%s", r.State, text, errSuffix(r.Error))
+			in.Rules = append(in.Rules, r)
+			continue
+		}
+		e.add(ctx, inc, &r, req, now)
+		if r.ID != 0 {
+			kept[r.ID] = true
+		}
+		in.Rules = append(in.Rules, r)
+	}
+	if len(kept) == 0 && first > 0 && !inc.pb.Shadow {
+		// Nothing of the new step stands: keep the earlier rules rather
+		// than leave the target unprotected; a signal tries again.
+		inc.note(now, "note", "no rule of step %d was stored: the earlier steps' rules stay", in.Step+1)
+		return
+	}
+	for i := range in.Rules[:first] {
+		r := &in.Rules[i]
+		if r.State != RuleActive {
+			continue
+		}
+		if kept[r.ID] {
+			r.State = RuleReplaced // the same match, stored again by this step
+			continue
+		}
+		e.withdraw(ctx, inc, r, now, fmt.Sprintf("replaced by step %d", in.Step+1))
+	}
+}
+
+// add stores r through the gate; the caller holds inc.mu.
+func (e *Engine) add(ctx context.Context, inc *incident, r *Rule, req admit.Request, now time.Time) {
+	sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, req)
+	if err != nil {
+		r.State, r.Error = RuleFailed, err.Error()
+		if ref, ok := admit.As(err); ok && ref.Kind != admit.KindUnavailable {
+			r.State = RuleRefused
+		} else {
+			r.retry, inc.retryAt = true, now.Add(retryEvery)
+		}
+		inc.note(now, "rule", "%s: %s: %s", r.State, req.Text, r.Error)
+		e.cfg.Log.Warn("incident rule not stored", "incident", inc.inc.ID, "text", req.Text, "error", err)
+		return
+	}
+	r.ID, r.Text, r.State, r.ExpiresAt, r.Error, r.retry = sr.ID, sr.Text, RuleActive, sr.ExpiresAt, "", false
+	inc.note(now, "rule", "stored rule %d: %s (expires %s)", sr.ID, sr.Text, expiry(sr.ExpiresAt))
+}
+
+// withdraw takes r off through the gate; the caller holds inc.mu.
+func (e *Engine) withdraw(ctx context.Context, inc *incident, r *Rule, now time.Time, why string) {
+	_, err := e.cfg.Gate.Withdraw(ctx, inc.actor, r.ID)
+	if ref, ok := admit.As(err); err != nil && (!ok || ref.Kind != admit.KindNotFound) {
+		r.Error = err.Error()
+		inc.note(now, "rule", "rule %d not withdrawn (%s): %v", r.ID, why, err)
+		e.cfg.Log.Warn("incident rule not withdrawn", "incident", inc.inc.ID, "rule", r.ID, "error", err)
+		return
+	}
+	r.State = RuleWithdrawn
+	inc.note(now, "rule", "withdrew rule %d (%s)", r.ID, why)
+}
+
+// refresh, on a signal while the attack goes on, extends the TTL of the
+// step's rules that have less than half of it left and tries again the
+// rules the store could not take (at most every retryEvery). It reports
+// whether a rule changed state. The caller holds inc.mu.
+func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s signals.Signal) bool {
+	if inc.pb.Shadow {
+		return false
+	}
+	in := &inc.inc
+	st := inc.pb.Steps[in.Step]
+	half := st.TTL / 2
+	retry := !inc.retryAt.IsZero() && !now.Before(inc.retryAt)
+	if retry {
+		inc.retryAt = time.Time{}
+	}
+	ttl := st.TTL.String()
+	var reason string
+	stored := false
+	for i := range in.Rules {
+		r := &in.Rules[i]
+		if r.Step != in.Step {
+			continue
+		}
+		switch {
+		case r.State == RuleActive && !r.ExpiresAt.IsZero() && r.ExpiresAt.Sub(now) < half:
+			if reason == "" {
+				reason = inc.reason(s)
+			}
+			sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
+			if err != nil {
+				r.Error = err.Error()
+				inc.note(now, "rule", "ttl of rule %d not extended: %v", r.ID, err)
+				continue
+			}
+			r.ExpiresAt, r.Error = sr.ExpiresAt, ""
+			in.Extended++
+		case r.State == RuleFailed && r.retry && retry:
+			if reason == "" {
+				reason = inc.reason(s)
+			}
+			e.add(ctx, inc, r, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason}, now)
+			stored = stored || r.State == RuleActive
+		}
+	}
+	if !stored {
+		return false
+	}
+	// The step stands now: the earlier steps' rules go (make-before-break),
+	// but not one this step stored again.
+	current := map[int64]bool{}
+	for _, r := range in.Rules {
+		if r.Step == in.Step && r.State == RuleActive {
+			current[r.ID] = true
+		}
+	}
+	for i := range in.Rules {
+		if r := &in.Rules[i]; r.Step < in.Step && r.State == RuleActive {
+			if current[r.ID] {
+				r.State = RuleReplaced
+				continue
+			}
+			e.withdraw(ctx, inc, r, now, fmt.Sprintf("replaced by step %d", in.Step+1))
+		}
+	}
+	return true
+}
+
+func errSuffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return " (" + msg + ")"
+}
+
+func expiry(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
