@@ -42,8 +42,10 @@ import (
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
+	"github.com/ribkeeper/ribkeeper/playbook"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
+	"github.com/ribkeeper/ribkeeper/signals"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -98,14 +100,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes)\n",
-			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist))
+		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes, %d sources, %d playbooks)\n",
+			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist), len(cfg.Sources), len(cfg.Playbooks))
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown":
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents", "incident":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "version", "--version", "-version":
 		buildinfo.Read().Write(stdout)
@@ -147,8 +149,10 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 }
 
 // loadChecked loads the configuration file at path and checks its static
-// rules ([[rule]]) against its guardrails (admit.CheckStatic): a static
-// rule a guardrail refuses is an error of the file, with its key and line.
+// rules ([[rule]]) against its guardrails (admit.CheckStatic) and its
+// playbooks against their sources' scope (playbook.Check): a static rule
+// a guardrail refuses, or a playbook that would write outside its
+// source's scope, is an error of the file, with its key and line.
 func loadChecked(path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -158,6 +162,7 @@ func loadChecked(path string) (*config.Config, error) {
 	for _, v := range admit.CheckStatic(cfg) {
 		es = append(es, cfg.Problem(fmt.Sprintf("rule.%d.text", v.Index), "%s", v.Error()))
 	}
+	es = append(es, playbook.Check(cfg)...)
 	if len(es) > 0 {
 		return nil, es
 	}
@@ -250,13 +255,19 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	if err := gate.SyncStatic(ctx, cfg.Rules); err != nil {
 		log.Error("storing the static rules ([[rule]]) failed", "error", err)
 	}
+	// The daemon's signals.Sink: every way in (webhooks, Alertmanager,
+	// FastNetMon) hands its signals to the playbook engine, which writes
+	// through the gate with the source as actor.
+	engine := playbook.New(playbook.Config{Gate: gate, Changed: events.Incident, Log: log.Named("playbook")}, cfg)
+	var sink signals.Sink = engine
+	_ = sink
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
-		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()))
+		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()), api.WithIncidents(engine))
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
@@ -320,7 +331,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 			return nil
 		})
 	}
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, started: cfg}
+	goRun("playbook", engine.Run)
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, engine: engine, started: cfg}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

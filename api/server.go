@@ -88,6 +88,7 @@ type options struct {
 	events          *Events      // console.go
 	series          *Series      // console.go
 	console         http.Handler // console.go
+	incidents       Incidents    // incidents.go
 }
 
 // RequestObserver is the metrics sink (implemented by *metrics.Metrics):
