@@ -158,7 +158,7 @@ func (s *Server) getIncident(w http.ResponseWriter, r *http.Request) (int, any, 
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidID, "id", "incident id %q is not a positive integer", v)
 	}
 	notFound := newError(http.StatusNotFound, CodeNotFound, "id",
-		"no incident with id %d (ended incidents are kept up to [incidents] keep_ended, and none survives a restart): list them with GET /v1/incidents", id)
+		"no incident with id %d (ended incidents are kept up to [incidents] keep_ended): list them with GET /v1/incidents", id)
 	if s.opts.incidents == nil {
 		return 0, nil, notFound
 	}

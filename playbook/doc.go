@@ -37,8 +37,12 @@
 //     would open another is refused, naming the setting), at most
 //     max_timeline entries per incident (further entries are counted),
 //     keep_ended ended incidents kept for reading.
-//   - Incidents are kept in memory: a restart forgets open incidents (their
-//     rules stay in the store and expire by their TTL) and the ended ones.
+//   - Incidents are saved in the store (SQLite or PostgreSQL, per site) at
+//     every change of state, step or rules, and at least every saveEvery
+//     while signals come; Load, at start, lets the open ones go on where
+//     they were (a hold-down or escalation due while the daemon was down
+//     happens at once) and keeps the recent ended ones readable. Without a
+//     Store they live in memory only.
 //   - Notifications (incident opened, escalated, ended) go to a Notifier,
 //     which must not block; nil sends none.
 package playbook

@@ -35,7 +35,10 @@ type Notifier interface {
 
 // Config configures an Engine.
 type Config struct {
-	Gate     Gate
+	Gate Gate
+	// Store keeps the incidents across restarts (Load); nil: in memory
+	// only.
+	Store    Store
 	Notifier Notifier // nil: no notifications
 	// Changed, if set, is called with a copy of an incident after each
 	// change of its state, step or rules (the event stream); it must not
@@ -288,8 +291,11 @@ func (e *Engine) signal(ctx context.Context, inc *incident, s signals.Signal, no
 		}
 	}
 	e.schedule(inc)
-	if changed {
+	switch {
+	case changed:
 		e.changed(inc)
+	case now.Sub(inc.savedAt) >= saveEvery:
+		e.save(inc, now)
 	}
 }
 
@@ -330,6 +336,7 @@ func (e *Engine) end(ctx context.Context, inc *incident, now time.Time) {
 	e.ended = append(e.ended, snap)
 	inc.due = time.Time{}
 	e.mu.Unlock()
+	e.save(inc, now)
 	e.notify(inc, notify.IncidentEnded, now, fmt.Sprintf("incident %d on %s ended after %d signals", in.ID, in.Target, in.Signals))
 	if e.cfg.Changed != nil {
 		e.cfg.Changed(snap)
@@ -458,7 +465,10 @@ func (e *Engine) notify(inc *incident, kind notify.Kind, now time.Time, summary 
 	}})
 }
 
+// changed saves inc and tells the event stream; the caller holds
+// inc.mu.
 func (e *Engine) changed(inc *incident) {
+	e.save(inc, e.cfg.Clock.Now())
 	if e.cfg.Changed != nil {
 		e.cfg.Changed(inc.snapshot())
 	}

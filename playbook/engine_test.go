@@ -89,6 +89,7 @@ type rig struct {
 	eng   *playbook.Engine
 	notes *recorder
 	cfg   *config.Config
+	stop  func()
 }
 
 func newRig(t *testing.T, toml string) *rig {
@@ -108,12 +109,23 @@ func newRig(t *testing.T, toml string) *rig {
 	t.Cleanup(func() { st.Close() })
 	g := admit.New(admit.Config{Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits, Clock: clk})
 	r := &rig{t: t, clk: clk, st: st, gate: g, notes: &recorder{}, cfg: cfg}
-	r.eng = playbook.New(playbook.Config{Gate: g, Notifier: r.notes, Clock: clk}, cfg)
+	r.start()
+	return r
+}
+
+// start runs a new engine over the rig's gate and store, with the
+// incidents the store kept.
+func (r *rig) start() {
+	r.t.Helper()
+	r.eng = playbook.New(playbook.Config{Gate: r.gate, Store: r.st, Notifier: r.notes, Clock: r.clk}, r.cfg)
+	if err := r.eng.Load(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); r.eng.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return r
+	r.stop = func() { cancel(); <-done }
+	r.t.Cleanup(r.stop)
 }
 
 func sig(target string, state signals.State) signals.Signal {
@@ -491,4 +503,45 @@ func TestBounds(t *testing.T) {
 		t.Fatalf("%d ended incidents kept, want 1 (keep_ended)", len(l))
 	}
 	r.accept(sig("203.0.113.12/32", signals.Start))
+}
+
+// A restart loses no incident: an open one goes on at its step, escalates
+// on time, and its hold-down, due while the daemon was down, ends it and
+// withdraws its rules; ids go on from the last one.
+func TestRestartKeepsIncidents(t *testing.T) {
+	r := newRig(t, base+escalating)
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	r.accept(sig("203.0.113.11/32", signals.Start))
+	r.clk.Advance(30 * time.Second)
+	r.accept(sig("203.0.113.11/32", signals.End)) // hold-down until 5m30s
+	r.stop()
+
+	r.start()
+	if inc := r.incident(1); inc.State != playbook.Active || inc.Step != 0 || !inc.StepAt.Equal(start) || len(inc.Rules) != 1 || inc.Rules[0].State != playbook.RuleActive {
+		t.Fatalf("incident 1 after restart: %+v", inc)
+	}
+	if inc := r.incident(2); inc.State != playbook.Holding || !inc.EndsAt.Equal(start.Add(30*time.Second+5*time.Minute)) {
+		t.Fatalf("incident 2 after restart: %+v", inc)
+	}
+	// Escalation by time goes on from when the step began.
+	r.clk.Advance(30 * time.Second)
+	r.eventually("step 2 after the restart", func() bool { return r.incident(1).Step == 1 })
+	r.wantActive("after the restart", discard, "match destination 203.0.113.11/32 protocol ==17 destination-port ==53 then rate-limit 125000")
+	r.stop()
+
+	// Down past incident 2's hold-down: it ends at the first pass.
+	r.clk.Advance(10 * time.Minute)
+	r.start()
+	r.eventually("incident 2 ended", func() bool { return r.incident(2).State == playbook.Ended })
+	r.eventually("incident 1 quiet, then ended", func() bool { return r.incident(1).State == playbook.Ended })
+	r.wantActive("after both ended")
+	r.accept(sig("203.0.113.12/32", signals.Start))
+	if l := r.eng.List(nil, 1); l[0].ID != 3 {
+		t.Fatalf("a new incident after restarts has id %d, want 3", l[0].ID)
+	}
+	r.stop()
+	r.start()
+	if l := r.eng.List(nil, 0); len(l) != 3 || l[1].State != playbook.Ended || len(l[1].Timeline) == 0 {
+		t.Fatalf("after another restart: %+v", l)
+	}
 }

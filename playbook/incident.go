@@ -96,6 +96,8 @@ type incident struct {
 	maxTimeline int
 	// retryAt is the earliest time failed rules are tried again.
 	retryAt time.Time
+	// savedAt is when it was last saved (Config.Store).
+	savedAt time.Time
 	// due is the next deadline (zero: none); the engine's mu.
 	due time.Time
 }
