@@ -64,6 +64,11 @@ type Engine struct {
 	lastID int64
 	armed  time.Time // the deadline the timer is set for (zero: none)
 
+	// dirty are the incidents to save (persist.go).
+	saveMu   sync.Mutex
+	dirty    map[*incident]bool
+	saveWake chan struct{}
+
 	stats struct {
 		accepted, unmatched atomic.Int64
 	}
@@ -90,7 +95,7 @@ func New(c Config, file *config.Config) *Engine {
 	if c.Log == nil {
 		c.Log = hclog.NewNullLogger()
 	}
-	e := &Engine{cfg: c, wake: make(chan struct{}, 1), open: map[key]*incident{}}
+	e := &Engine{cfg: c, wake: make(chan struct{}, 1), open: map[key]*incident{}, dirty: map[*incident]bool{}, saveWake: make(chan struct{}, 1)}
 	e.SetConfig(file)
 	return e
 }
@@ -363,9 +368,12 @@ func (e *Engine) schedule(inc *incident) {
 }
 
 // Run drives the incidents' deadlines (escalation by time, the end of an
-// attack without signals, the end of hold-down) from the clock until ctx
-// is done.
+// attack without signals, the end of hold-down) from the clock, and saves
+// changed incidents, until ctx is done; it returns after the last save.
 func (e *Engine) Run(ctx context.Context) error {
+	saved := make(chan struct{})
+	go func() { defer close(saved); e.saver(ctx) }()
+	defer func() { <-saved }()
 	t := e.cfg.Clock.NewTimer()
 	defer t.Stop()
 	for {

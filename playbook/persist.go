@@ -13,7 +13,7 @@ import (
 
 // Store keeps incidents across restarts (implemented by *store.Store).
 type Store interface {
-	SaveIncident(ctx context.Context, r store.IncidentRecord, keepEnded int) error
+	SaveIncidents(ctx context.Context, rs []store.IncidentRecord, keepEnded int) error
 	LoadIncidents(ctx context.Context, ended int) (open, recent []store.IncidentRecord, maxID int64, err error)
 }
 
@@ -22,7 +22,11 @@ type Store interface {
 // last signal it had.
 const saveEvery = 10 * time.Second
 
-// saveTimeout bounds one save, which outlives the request that caused it.
+// saveTimeout bounds one save; maxSaveBatch is the most incidents saved
+// in one transaction.
+const maxSaveBatch = 256
+
+// saveTimeout bounds one save.
 const saveTimeout = 30 * time.Second
 
 // saved is an incident as stored: what it is, and what it needs to go on
@@ -34,24 +38,73 @@ type saved struct {
 	MaxTimeline int
 }
 
-// save stores inc (nothing without a Store); the caller holds inc.mu. A
-// failure is logged: the incident goes on from memory and is saved at its
-// next change.
+// save marks inc to be saved by Run's saver (nothing without a Store):
+// the signal that changed it does not wait for the commit, and a burst
+// of changes to one incident is one write. The caller holds inc.mu.
 func (e *Engine) save(inc *incident, now time.Time) {
 	if e.cfg.Store == nil {
 		return
 	}
 	inc.savedAt = now
-	doc, err := json.Marshal(saved{Incident: inc.inc, Playbook: inc.pb, Actor: inc.actor, MaxTimeline: inc.maxTimeline})
-	if err == nil {
+	e.saveMu.Lock()
+	e.dirty[inc] = true
+	e.saveMu.Unlock()
+	select {
+	case e.saveWake <- struct{}{}:
+	default:
+	}
+}
+
+// saver writes the incidents marked by save until ctx is done, then
+// writes what is left.
+func (e *Engine) saver(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			e.flush()
+			return
+		case <-e.saveWake:
+			e.flush()
+		}
+	}
+}
+
+// flush writes every incident marked since the last flush, as it is now,
+// in one transaction (at most maxSaveBatch each). A failure is logged:
+// the incidents go on from memory and are written at their next change.
+func (e *Engine) flush() {
+	e.saveMu.Lock()
+	dirty := e.dirty
+	e.dirty = make(map[*incident]bool)
+	e.saveMu.Unlock()
+	keep := e.rules.Load().bounds.KeepEnded
+	recs := make([]store.IncidentRecord, 0, min(len(dirty), maxSaveBatch))
+	write := func() {
+		if len(recs) == 0 {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 		defer cancel()
-		err = e.cfg.Store.SaveIncident(ctx, store.IncidentRecord{ID: inc.inc.ID, State: string(inc.inc.State),
-			OpenedAt: inc.inc.OpenedAt, UpdatedAt: now, Doc: doc}, e.rules.Load().bounds.KeepEnded)
+		if err := e.cfg.Store.SaveIncidents(ctx, recs, keep); err != nil {
+			e.cfg.Log.Warn("incidents not saved; a restart now would lose their latest changes", "count", len(recs), "error", err)
+		}
+		recs = recs[:0]
 	}
-	if err != nil {
-		e.cfg.Log.Warn("incident not saved; a restart now would lose its latest changes", "incident", inc.inc.ID, "error", err)
+	for inc := range dirty {
+		inc.mu.Lock()
+		rec := store.IncidentRecord{ID: inc.inc.ID, State: string(inc.inc.State), OpenedAt: inc.inc.OpenedAt, UpdatedAt: inc.savedAt}
+		doc, err := json.Marshal(saved{Incident: inc.inc, Playbook: inc.pb, Actor: inc.actor, MaxTimeline: inc.maxTimeline})
+		inc.mu.Unlock()
+		if err != nil {
+			e.cfg.Log.Warn("incident not saved", "incident", rec.ID, "error", err)
+			continue
+		}
+		rec.Doc = doc
+		if recs = append(recs, rec); len(recs) == maxSaveBatch {
+			write()
+		}
 	}
+	write()
 }
 
 // Load reads the incidents a previous run left: the open ones go on where

@@ -25,24 +25,37 @@ type IncidentRecord struct {
 	Doc       []byte
 }
 
-// SaveIncident stores r, replacing this site's incident with its id.
-// When r has ended, this site's ended incidents beyond the keepEnded most
-// recent are deleted, so the table stays bounded.
-func (s *Store) SaveIncident(ctx context.Context, r IncidentRecord, keepEnded int) error {
-	switch {
-	case r.ID <= 0 || r.State == "":
-		return fmt.Errorf("%w: an incident needs an id and a state", ErrInvalidInput)
-	case len(r.Doc) > MaxIncidentDocBytes:
-		return fmt.Errorf("%w: incident %d is %d bytes, more than the %d stored: lower [incidents] max_timeline", ErrInvalidInput, r.ID, len(r.Doc), MaxIncidentDocBytes)
-	}
-	return s.write(ctx, "save incident", 1, func(ctx context.Context, w *wtx) (bool, error) {
-		_, err := w.exec(ctx, `INSERT INTO incidents (site, id, state, opened_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (site, id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, doc = excluded.doc`,
-			s.site, r.ID, r.State, s.eng.timeArg(asStored(r.OpenedAt)), s.eng.timeArg(asStored(r.UpdatedAt)), string(r.Doc))
-		if err != nil || r.State != IncidentEnded {
-			return false, err
+// SaveIncidents stores rs in one transaction, each replacing this site's
+// incident with its id. When one has ended, this site's ended incidents
+// beyond the keepEnded most recent are deleted, so the table stays
+// bounded.
+func (s *Store) SaveIncidents(ctx context.Context, rs []IncidentRecord, keepEnded int) error {
+	ended := false
+	for _, r := range rs {
+		switch {
+		case r.ID <= 0 || r.State == "" || r.OpenedAt.IsZero() || r.UpdatedAt.IsZero():
+			return fmt.Errorf("%w: an incident needs an id, a state and its times", ErrInvalidInput)
+		case len(r.Doc) > MaxIncidentDocBytes:
+			return fmt.Errorf("%w: incident %d is %d bytes, more than the %d stored: lower [incidents] max_timeline", ErrInvalidInput, r.ID, len(r.Doc), MaxIncidentDocBytes)
 		}
-		_, err = w.exec(ctx, `DELETE FROM incidents WHERE site = ? AND state = ? AND id NOT IN
+		ended = ended || r.State == IncidentEnded
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return s.write(ctx, "save incidents", len(rs), func(ctx context.Context, w *wtx) (bool, error) {
+		for _, r := range rs {
+			_, err := w.exec(ctx, `INSERT INTO incidents (site, id, state, opened_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?)
+				ON CONFLICT (site, id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at, doc = excluded.doc`,
+				s.site, r.ID, r.State, s.eng.timeArg(asStored(r.OpenedAt)), s.eng.timeArg(asStored(r.UpdatedAt)), string(r.Doc))
+			if err != nil {
+				return false, err
+			}
+		}
+		if !ended {
+			return false, nil
+		}
+		_, err := w.exec(ctx, `DELETE FROM incidents WHERE site = ? AND state = ? AND id NOT IN
 			(SELECT id FROM incidents WHERE site = ? AND state = ? ORDER BY id DESC LIMIT ?)`,
 			s.site, IncidentEnded, s.site, IncidentEnded, max(keepEnded, 0))
 		return false, err

@@ -16,7 +16,7 @@ func testIncidents(t *testing.T, fresh freshFunc) {
 	save := func(s *Store, id int64, state string) {
 		t.Helper()
 		doc := fmt.Sprintf(`{"id":%d,"state":%q}`, id, state)
-		if err := s.SaveIncident(ctx, IncidentRecord{ID: id, State: state, OpenedAt: at, UpdatedAt: at.Add(time.Duration(id) * time.Second), Doc: []byte(doc)}, 2); err != nil {
+		if err := s.SaveIncidents(ctx, []IncidentRecord{{ID: id, State: state, OpenedAt: at, UpdatedAt: at.Add(time.Duration(id) * time.Second), Doc: []byte(doc)}}, 2); err != nil {
 			t.Fatalf("SaveIncident %d: %v", id, err)
 		}
 	}
@@ -48,7 +48,18 @@ func testIncidents(t *testing.T, fresh freshFunc) {
 	if err != nil || len(open) != 1 || open[0].State != "holding" || len(recent) != 0 || maxID != 1 {
 		t.Fatalf("site b: %+v %+v %d %v", open, recent, maxID, err)
 	}
-	if err := a.SaveIncident(ctx, IncidentRecord{ID: 0, State: "active"}, 1); err == nil {
+	if err := a.SaveIncidents(ctx, []IncidentRecord{{ID: 6, State: "active", OpenedAt: at, UpdatedAt: at}, {ID: 0, State: "active", OpenedAt: at, UpdatedAt: at}}, 1); err == nil {
 		t.Fatal("an incident without id saved")
+	}
+	if open, _, _, _ := a.LoadIncidents(ctx, 0); len(open) != 1 {
+		t.Fatalf("a refused batch stored %d open incidents", len(open))
+	}
+	// Many in one transaction.
+	batch := []IncidentRecord{{ID: 7, State: "active", OpenedAt: at, UpdatedAt: at, Doc: []byte("{}")}, {ID: 8, State: IncidentEnded, OpenedAt: at, UpdatedAt: at, Doc: []byte("{}")}}
+	if err := a.SaveIncidents(ctx, batch, 1); err != nil {
+		t.Fatal(err)
+	}
+	if open, recent, maxID, err := a.LoadIncidents(ctx, 10); err != nil || len(open) != 2 || len(recent) != 1 || recent[0].ID != 8 || maxID != 8 {
+		t.Fatalf("after a batch: %+v %+v %d %v", open, recent, maxID, err)
 	}
 }
