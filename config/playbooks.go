@@ -35,8 +35,11 @@ type Playbook struct {
 	// checked by the admission gate as a write would be) and writes
 	// nothing.
 	Shadow bool
-	// QuietAfter is how long without a signal means the attack ended;
-	// HoldDown how long the rules stay after it ended.
+	// QuietAfter is how long without a signal means the attack ended (0,
+	// "never" in the file: only a signal of state end ends it, and the
+	// rules' TTL is extended on the clock meanwhile, for detectors that
+	// report an attack once); HoldDown how long the rules stay after it
+	// ended.
 	QuietAfter time.Duration
 	HoldDown   time.Duration
 	Steps      []PlaybookStep
@@ -321,7 +324,11 @@ func (v *validator) playbooks(f *file, c *Config) {
 			}
 			p.Prefixes = append(p.Prefixes, pfx)
 		}
-		p.QuietAfter = v.playbookDuration(key("quiet_after"), rp.QuietAfter, DefaultQuietAfter)
+		if rp.QuietAfter == "never" {
+			p.QuietAfter = 0 // only an end signal ends the attack
+		} else {
+			p.QuietAfter = v.playbookDuration(key("quiet_after"), rp.QuietAfter, DefaultQuietAfter)
+		}
 		p.HoldDown = v.playbookDuration(key("hold_down"), rp.HoldDown, DefaultHoldDown)
 		v.playbookSteps(key, rp, &p)
 		c.Playbooks = append(c.Playbooks, p)
@@ -335,7 +342,11 @@ func (v *validator) playbookDuration(key, s string, def time.Duration) time.Dura
 	}
 	d, ok := parseDays(s)
 	if !ok || d <= 0 {
-		v.add(key, "%q is not a positive duration such as \"5m\" or \"1h\"", s)
+		hint := ""
+		if strings.HasSuffix(key, "quiet_after") {
+			hint = `, or "never" (only an end signal ends the attack)`
+		}
+		v.add(key, "%q is not a positive duration such as \"5m\" or \"1h\"%s", s, hint)
 		return def
 	}
 	return d

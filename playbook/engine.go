@@ -277,9 +277,7 @@ func (e *Engine) signal(ctx context.Context, inc *incident, s signals.Signal, no
 	changed := false
 	if s.State == signals.End {
 		if in.State == Active {
-			in.State, in.EndsAt = Holding, now.Add(inc.pb.HoldDown)
-			inc.note(now, "attack-ended", "end signal from %s: the rules stay until %s (hold_down %s)", s.Source, in.EndsAt.UTC().Format(time.RFC3339), inc.pb.HoldDown)
-			changed = true
+			e.hold(ctx, inc, now, now.Add(inc.pb.HoldDown), "end signal from "+s.Source)
 		}
 	} else {
 		if in.State == Holding {
@@ -351,7 +349,10 @@ func (e *Engine) end(ctx context.Context, inc *incident, now time.Time) {
 // schedule records inc's next deadline and wakes Run when it is earlier
 // than the one the timer is set for; the caller holds inc.mu.
 func (e *Engine) schedule(inc *incident) {
-	d := inc.deadline()
+	e.scheduleAt(inc, inc.deadlines().next())
+}
+
+func (e *Engine) scheduleAt(inc *incident, d time.Time) {
 	e.mu.Lock()
 	inc.due = d
 	wake := !d.IsZero() && (e.armed.IsZero() || d.Before(e.armed))
@@ -426,35 +427,63 @@ func (e *Engine) pass(ctx context.Context) time.Time {
 // deadlines acts on what is due for inc at now; the caller holds inc.mu.
 func (e *Engine) deadlines(ctx context.Context, inc *incident, now time.Time) {
 	in := &inc.inc
-	for range 3 { // quiet, then a hold-down already over: at most two moves
-		switch in.State {
-		case Active:
-			quiet := in.LastSignal.Add(inc.pb.QuietAfter)
+	due := func(t time.Time) bool { return !t.IsZero() && !t.After(now) }
+	for range 4 { // each move changes the state or the step: a few at most
+		d := inc.deadlines()
+		switch {
+		case in.State == Holding && due(d.end):
+			e.end(ctx, inc, now)
+			return
+		case due(d.quiet) && (d.escalate.IsZero() || !d.quiet.After(d.escalate)):
+			e.hold(ctx, inc, now, d.quiet.Add(inc.pb.HoldDown), fmt.Sprintf("no signal for %s (quiet_after)", inc.pb.QuietAfter))
+			continue
+		case due(d.escalate):
 			st := inc.pb.Steps[in.Step]
-			esc := time.Time{}
-			if in.Step+1 < len(inc.pb.Steps) && st.EscalateAfter > 0 {
-				esc = in.StepAt.Add(st.EscalateAfter)
-			}
-			switch {
-			case !quiet.After(now) && (esc.IsZero() || !quiet.After(esc)):
-				in.State, in.EndsAt = Holding, quiet.Add(inc.pb.HoldDown)
-				inc.note(now, "attack-ended", "no signal for %s (quiet_after): the rules stay until %s (hold_down %s)",
-					inc.pb.QuietAfter, in.EndsAt.UTC().Format(time.RFC3339), inc.pb.HoldDown)
+			e.escalate(ctx, inc, now, fmt.Sprintf("%s in step %d (escalate_after)", st.EscalateAfter, in.Step+1), signals.Signal{Source: in.Source})
+			continue
+		case due(d.refresh) || due(d.retry):
+			if e.refresh(ctx, inc, now, signals.Signal{Source: in.Source}) {
 				e.changed(inc)
-				continue
-			case !esc.IsZero() && !esc.After(now):
-				e.escalate(ctx, inc, now, fmt.Sprintf("%s in step %d (escalate_after)", st.EscalateAfter, in.Step+1), signals.Signal{Source: in.Source})
-				continue
-			}
-		case Holding:
-			if !in.EndsAt.After(now) {
-				e.end(ctx, inc, now)
-				return
 			}
 		}
 		break
 	}
-	e.schedule(inc)
+	d := inc.deadlines().next()
+	if !d.IsZero() && !d.After(now) {
+		// Still due after acting on it: a failure (logged) or a bug; do
+		// not spin on it.
+		e.cfg.Log.Debug("incident deadline still due after its pass; trying again later", "incident", in.ID)
+		d = now.Add(retryEvery)
+	}
+	e.scheduleAt(inc, d)
+}
+
+// hold starts inc's hold-down, until endsAt, and extends its rules'
+// TTL so they last until then; the caller holds inc.mu.
+func (e *Engine) hold(ctx context.Context, inc *incident, now, endsAt time.Time, why string) {
+	in := &inc.inc
+	in.State, in.EndsAt = Holding, endsAt
+	inc.note(now, "attack-ended", "%s: the rules stay until %s (hold_down %s)", why, endsAt.UTC().Format(time.RFC3339), inc.pb.HoldDown)
+	if !inc.pb.Shadow {
+		st := inc.pb.Steps[in.Step]
+		ttl := st.TTL.String()
+		reason := inc.reason(signals.Signal{Source: in.Source})
+		for i := range in.Rules {
+			r := &in.Rules[i]
+			if r.State != RuleActive || r.ExpiresAt.IsZero() || !r.ExpiresAt.Before(endsAt) {
+				continue
+			}
+			sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
+			if err != nil {
+				r.Error = err.Error()
+				inc.note(now, "rule", "ttl of rule %d not extended for hold-down: %v", r.ID, err)
+				continue
+			}
+			r.ExpiresAt, r.Error = sr.ExpiresAt, ""
+			in.Extended++
+		}
+	}
+	e.changed(inc)
 }
 
 func (e *Engine) notify(inc *incident, kind notify.Kind, now time.Time, summary string) {

@@ -545,3 +545,82 @@ func TestRestartKeepsIncidents(t *testing.T) {
 		t.Fatalf("after another restart: %+v", l)
 	}
 }
+
+// quiet_after = "never", for detectors that report an attack once (a
+// FastNetMon ban): the incident stays until an end signal, and the
+// timer extends the rules' TTL meanwhile.
+func TestNeverQuiet(t *testing.T) {
+	r := newRig(t, base+`
+[[playbook]]
+name = "ban"
+quiet_after = "never"
+hold_down = "2m"
+[[playbook.step]]
+rtbh = true
+ttl = "10m"
+`)
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	for i := 1; i <= 12; i++ { // an hour without signals
+		r.clk.Advance(5 * time.Minute)
+		want := start.Add(time.Duration(i)*5*time.Minute + 10*time.Minute)
+		r.eventually(fmt.Sprintf("the TTL extended at %dm (%+v)", i*5, r.incident(1)), func() bool { return r.incident(1).Rules[0].ExpiresAt.Equal(want) })
+	}
+	r.wantActive("after an hour without signals", rtbh)
+	if got := r.active()[rtbh].ExpiresAt; !got.Equal(start.Add(70 * time.Minute)) {
+		t.Fatalf("stored expiry %v", got)
+	}
+	if inc := r.incident(1); inc.State != playbook.Active || inc.Extended != 12 {
+		t.Fatalf("incident %s, extended %d times", inc.State, inc.Extended)
+	}
+	r.accept(sig("203.0.113.10/32", signals.End))
+	r.clk.Advance(2 * time.Minute)
+	r.eventually("the end", func() bool { return r.incident(1).State == playbook.Ended })
+	r.wantActive("after the end")
+}
+
+// The rules last through hold-down: a rule that would expire before it
+// ends is extended when it starts.
+func TestHoldDownOutlivesTTL(t *testing.T) {
+	r := newRig(t, base+`
+[[playbook]]
+name = "p"
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "10m"
+`)
+	const text = "match destination 203.0.113.10/32 then discard"
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	r.clk.Advance(4 * time.Minute)
+	r.accept(sig("203.0.113.10/32", signals.Ongoing)) // 6m left: not extended
+	r.clk.Advance(5 * time.Minute)                    // quiet at 9m: hold-down until 14m
+	r.eventually("hold-down", func() bool { return r.incident(1).State == playbook.Holding })
+	if got, want := r.active()[text].ExpiresAt, start.Add(19*time.Minute); !got.Equal(want) {
+		t.Fatalf("expires %v in hold-down until %v; want %v", got, r.incident(1).EndsAt, want)
+	}
+	r.clk.Advance(5 * time.Minute)
+	r.eventually("the end", func() bool { return r.incident(1).State == playbook.Ended })
+	r.wantActive("after the end")
+}
+
+// A source over its rate of new rules ([[source]]
+// max_new_rules_per_minute) gets its rule when its turn comes, on the
+// timer, without another signal.
+func TestRateLimitedRuleRetried(t *testing.T) {
+	r := newRig(t, strings.Replace(base, "max_new_rules_per_minute = -1", "max_new_rules_per_minute = 1", 1)+`
+[[playbook]]
+name = "ban"
+quiet_after = "never"
+[[playbook.step]]
+rtbh = true
+ttl = "10m"
+`)
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	r.accept(sig("203.0.113.11/32", signals.Start))
+	inc := r.incident(2)
+	if inc.Rules[0].State != playbook.RuleFailed || !strings.Contains(inc.Rules[0].Error, "max_new_rules_per_minute") {
+		t.Fatalf("second rule within the minute: %+v", inc.Rules)
+	}
+	r.clk.Advance(time.Minute)
+	r.eventually("the retry", func() bool { return r.incident(2).Rules[0].State == playbook.RuleActive })
+	r.wantActive("both", rtbh, "route 203.0.113.11/32 then blackhole")
+}

@@ -96,6 +96,9 @@ type incident struct {
 	maxTimeline int
 	// retryAt is the earliest time failed rules are tried again.
 	retryAt time.Time
+	// refreshAfter is the earliest time a TTL extension that failed is
+	// tried again on the timer.
+	refreshAfter time.Time
 	// savedAt is when it was last saved (Config.Store).
 	savedAt time.Time
 	// due is the next deadline (zero: none); the engine's mu.
@@ -120,23 +123,62 @@ func (i *incident) snapshot() Incident {
 	return c
 }
 
-// deadline is i's next deadline: escalation or quiet while active, the
-// end while holding.
-func (i *incident) deadline() time.Time {
-	switch i.inc.State {
+// deadlines are the times something is due for an incident (zero:
+// nothing of that kind).
+type deadlines struct {
+	quiet    time.Time // the attack ends without signals (quiet_after)
+	escalate time.Time // the next step (escalate_after)
+	refresh  time.Time // a rule's TTL to extend without signals (quiet_after = "never")
+	retry    time.Time // rules the store could not take, tried again
+	end      time.Time // the end of hold-down
+}
+
+// deadlines returns what is due when for i; the caller holds i.mu.
+func (i *incident) deadlines() deadlines {
+	var d deadlines
+	in := &i.inc
+	switch in.State {
 	case Active:
-		d := i.inc.LastSignal.Add(i.pb.QuietAfter)
-		st := i.pb.Steps[i.inc.Step]
-		if i.inc.Step+1 < len(i.pb.Steps) && st.EscalateAfter > 0 {
-			if e := i.inc.StepAt.Add(st.EscalateAfter); e.Before(d) {
-				d = e
+		if i.pb.QuietAfter > 0 {
+			d.quiet = in.LastSignal.Add(i.pb.QuietAfter)
+		}
+		st := i.pb.Steps[in.Step]
+		if in.Step+1 < len(i.pb.Steps) && st.EscalateAfter > 0 {
+			d.escalate = in.StepAt.Add(st.EscalateAfter)
+		}
+		if i.pb.QuietAfter == 0 && !i.pb.Shadow {
+			for _, r := range in.Rules {
+				if r.Step == in.Step && r.State == RuleActive && !r.ExpiresAt.IsZero() {
+					if t := r.ExpiresAt.Add(-st.TTL / 2); d.refresh.IsZero() || t.Before(d.refresh) {
+						d.refresh = t
+					}
+				}
+			}
+			if !d.refresh.IsZero() && d.refresh.Before(i.refreshAfter) {
+				d.refresh = i.refreshAfter // the last try failed
 			}
 		}
-		return d
+		for _, r := range in.Rules {
+			if r.Step == in.Step && r.State == RuleFailed && r.retry {
+				d.retry = i.retryAt
+				break
+			}
+		}
 	case Holding:
-		return i.inc.EndsAt
+		d.end = in.EndsAt
 	}
-	return time.Time{}
+	return d
+}
+
+// next is the earliest of d (zero: none).
+func (d deadlines) next() time.Time {
+	var n time.Time
+	for _, t := range []time.Time{d.quiet, d.escalate, d.refresh, d.retry, d.end} {
+		if !t.IsZero() && (n.IsZero() || t.Before(n)) {
+			n = t
+		}
+	}
+	return n
 }
 
 // printable keeps s on one printable line of at most n bytes: text from

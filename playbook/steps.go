@@ -97,9 +97,15 @@ func (e *Engine) add(ctx context.Context, inc *incident, r *Rule, req admit.Requ
 	sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, req)
 	if err != nil {
 		r.State, r.Error = RuleFailed, err.Error()
-		if ref, ok := admit.As(err); ok && ref.Kind != admit.KindUnavailable {
+		ref, ok := admit.As(err)
+		switch {
+		case ok && ref.Kind == admit.KindRateLimited:
+			// The source's rate of new rules ([[source]]
+			// max_new_rules_per_minute): the rule waits its turn.
+			r.retry, inc.retryAt = true, now.Add(max(retryEvery, ref.RetryAfter))
+		case ok && ref.Kind != admit.KindUnavailable:
 			r.State = RuleRefused
-		} else {
+		default:
 			r.retry, inc.retryAt = true, now.Add(retryEvery)
 		}
 		inc.note(now, "rule", "%s: %s: %s", r.State, req.Text, r.Error)
@@ -123,10 +129,11 @@ func (e *Engine) withdraw(ctx context.Context, inc *incident, r *Rule, now time.
 	inc.note(now, "rule", "withdrew rule %d (%s)", r.ID, why)
 }
 
-// refresh, on a signal while the attack goes on, extends the TTL of the
-// step's rules that have less than half of it left and tries again the
-// rules the store could not take (at most every retryEvery). It reports
-// whether a rule changed state. The caller holds inc.mu.
+// refresh, on a signal while the attack goes on (or on the timer, see
+// incident.deadlines), extends the TTL of the step's rules that have less
+// than half of it left and tries again the rules the store could not
+// take when their time has come. It reports whether a rule changed state.
+// The caller holds inc.mu.
 func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s signals.Signal) bool {
 	if inc.pb.Shadow {
 		return false
@@ -147,13 +154,14 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 			continue
 		}
 		switch {
-		case r.State == RuleActive && !r.ExpiresAt.IsZero() && r.ExpiresAt.Sub(now) < half:
+		case r.State == RuleActive && !r.ExpiresAt.IsZero() && r.ExpiresAt.Sub(now) <= half:
 			if reason == "" {
 				reason = inc.reason(s)
 			}
 			sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
 			if err != nil {
 				r.Error = err.Error()
+				inc.refreshAfter = now.Add(retryEvery)
 				inc.note(now, "rule", "ttl of rule %d not extended: %v", r.ID, err)
 				continue
 			}
