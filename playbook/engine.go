@@ -514,8 +514,25 @@ func (e *Engine) changed(inc *incident) {
 // describe is a signal's vector and rate for people.
 func describe(s signals.Signal) string {
 	out := s.Target.String()
-	if v := s.Vector; v.Protocol != "" || len(v.DstPorts) > 0 || len(v.SrcPorts) > 0 || v.TCPFlags != "" {
-		out += " vector " + s.Vector.Key()
+	v := s.Vector
+	if v.Protocol != "" {
+		out += " " + printable(v.Protocol, 16)
+	}
+	for _, l := range []struct {
+		name  string
+		ports []uint16
+	}{{"dst", v.DstPorts}, {"src", v.SrcPorts}} {
+		for i, p := range l.ports {
+			if i == 0 {
+				out += " " + l.name + " "
+			} else {
+				out += ","
+			}
+			out += fmt.Sprint(p)
+		}
+	}
+	if v.TCPFlags != "" {
+		out += " flags " + printable(v.TCPFlags, 64)
 	}
 	if s.PPS > 0 {
 		out += fmt.Sprintf(" %d pps", s.PPS)

@@ -26,6 +26,7 @@ func (inc *incident) values() config.Values {
 // step it comes from.
 func (inc *incident) reason(s signals.Signal) string {
 	in := &inc.inc
+	s.Target, s.Vector = in.Target, in.Vector // also for the timer's writes
 	r := fmt.Sprintf("incident %d: playbook %s step %d/%d, source %s, signal %s", in.ID, inc.pb.Name, in.Step+1, in.Steps, in.Source, describe(s))
 	if in.AttackID != "" {
 		r += ", attack " + in.AttackID
@@ -39,7 +40,6 @@ func (inc *incident) reason(s signals.Signal) string {
 func (e *Engine) applyStep(ctx context.Context, inc *incident, now time.Time, s signals.Signal) {
 	in := &inc.inc
 	st := inc.pb.Steps[in.Step]
-	s.Target = in.Target
 	ttl := st.TTL.String()
 	reason := inc.reason(s)
 	kept := map[int64]bool{}
