@@ -624,3 +624,40 @@ ttl = "10m"
 	r.eventually("the retry", func() bool { return r.incident(2).Rules[0].State == playbook.RuleActive })
 	r.wantActive("both", rtbh, "route 203.0.113.11/32 then blackhole")
 }
+
+// A reload (SetConfig) applies to incidents opened after it: an open one
+// keeps the playbook it opened with, a removed source is unknown from then
+// on.
+func TestReloadKeepsOpenIncidents(t *testing.T) {
+	r := newRig(t, base+escalating)
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	next, err := config.Parse("t.toml", []byte(base+`
+[[source]]
+name = "am"
+kind = "alertmanager"
+secret = "0123456789abcdef0123"
+
+[[playbook]]
+name = "blackhole-all"
+[[playbook.step]]
+rtbh = true
+ttl = "1h"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eng.SetConfig(next)
+	r.accept(sig("203.0.113.11/32", signals.Start))
+	r.accept(sig("203.0.113.10/32", signals.Ongoing))
+	if a, b := r.incident(1), r.incident(2); a.Playbook != "udp-flood" || b.Playbook != "blackhole-all" {
+		t.Fatalf("after reload: incident 1 %s, incident 2 %s", a.Playbook, b.Playbook)
+	}
+	r.wantActive("after reload", rateLimit, "route 203.0.113.11/32 then blackhole")
+	s := sig("203.0.113.12/32", signals.Start)
+	s.Source = "am"
+	r.accept(s)
+	r.eng.SetConfig(r.cfg) // "am" removed again
+	if err := r.eng.Accept(context.Background(), s); !errors.Is(err, playbook.ErrRefused) {
+		t.Fatalf("a removed source: %v", err)
+	}
+}
