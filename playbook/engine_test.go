@@ -661,3 +661,15 @@ ttl = "1h"
 		t.Fatalf("a removed source: %v", err)
 	}
 }
+
+// IPv6 targets get IPv6 rules from the same templates.
+func TestIPv6Target(t *testing.T) {
+	r := newRig(t, base+escalating)
+	r.accept(sig("2001:db8::10/128", signals.Start))
+	r.wantActive("ipv6", "match destination 2001:db8::10/128 protocol ==17 destination-port ==53 then rate-limit 125000")
+	r.clk.Advance(time.Minute)
+	r.eventually("step 2", func() bool { return r.incident(1).Step == 1 })
+	r.clk.Advance(2 * time.Minute)
+	r.eventually("step 3", func() bool { return r.incident(1).Step == 2 })
+	r.wantActive("ipv6 blackhole", "route 2001:db8::10/128 then blackhole")
+}
