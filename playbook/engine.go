@@ -64,6 +64,14 @@ type Engine struct {
 	lastID int64
 	armed  time.Time // the deadline the timer is set for (zero: none)
 
+	// refs counts, per stored rule, the open incidents' entries that hold
+	// it active: incidents for one target and different vectors may
+	// store the same rule, which goes only when the last lets it go.
+	// writeMu makes each write and its count one step (lock order:
+	// incident, writeMu, mu).
+	writeMu sync.Mutex
+	refs    map[int64]int
+
 	// dirty are the incidents to save (persist.go).
 	saveMu   sync.Mutex
 	dirty    map[*incident]bool
@@ -95,7 +103,7 @@ func New(c Config, file *config.Config) *Engine {
 	if c.Log == nil {
 		c.Log = hclog.NewNullLogger()
 	}
-	e := &Engine{cfg: c, wake: make(chan struct{}, 1), open: map[key]*incident{}, dirty: map[*incident]bool{}, saveWake: make(chan struct{}, 1)}
+	e := &Engine{cfg: c, wake: make(chan struct{}, 1), open: map[key]*incident{}, refs: map[int64]int{}, dirty: map[*incident]bool{}, saveWake: make(chan struct{}, 1)}
 	e.SetConfig(file)
 	return e
 }
@@ -344,6 +352,20 @@ func (e *Engine) end(ctx context.Context, inc *incident, now time.Time) {
 	if e.cfg.Changed != nil {
 		e.cfg.Changed(snap)
 	}
+}
+
+// ref adds d to the count of open incidents' entries holding rule id
+// active and returns it; the caller holds writeMu.
+func (e *Engine) ref(id int64, d int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := e.refs[id] + d
+	if n <= 0 {
+		delete(e.refs, id)
+		return 0
+	}
+	e.refs[id] = n
+	return n
 }
 
 // schedule records inc's next deadline and wakes Run when it is earlier

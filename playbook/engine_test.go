@@ -673,3 +673,83 @@ func TestIPv6Target(t *testing.T) {
 	r.eventually("step 3", func() bool { return r.incident(1).Step == 2 })
 	r.wantActive("ipv6 blackhole", "route 2001:db8::10/128 then blackhole")
 }
+
+// Under concurrent signals for many targets, with the clock moving and
+// incidents escalating, ending and reopening, every incident's rules are
+// withdrawn once it ends: when all have ended, nothing is left in the
+// store.
+func TestConcurrentSignalsLeaveNothingBehind(t *testing.T) {
+	r := newRig(t, base+escalating)
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				state := signals.Ongoing
+				switch (i + g) % 17 {
+				case 0:
+					state = signals.End
+				case 1:
+					state = signals.Start
+				}
+				s := sig(fmt.Sprintf("203.0.113.%d/32", 20+(i*7+g)%12), state)
+				if err := r.eng.Accept(context.Background(), s); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%50 == 0 && g == 0 {
+					r.clk.Advance(40 * time.Second)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if r.eng.Open() == 0 || len(r.active()) == 0 {
+		t.Fatalf("%d incidents open, %d rules: the test did not get going", r.eng.Open(), len(r.active()))
+	}
+	for i := range 12 {
+		r.accept(sig(fmt.Sprintf("203.0.113.%d/32", 20+i), signals.End))
+	}
+	r.clk.Advance(5 * time.Minute)
+	r.eventually("every incident ended", func() bool { return r.eng.Open() == 0 })
+	r.wantActive("after every incident ended")
+	for _, inc := range r.eng.List(nil, 0) {
+		for _, x := range inc.Rules {
+			if x.State == playbook.RuleActive {
+				t.Errorf("incident %d ended with rule %d active", inc.ID, x.ID)
+			}
+		}
+	}
+}
+
+// Incidents for one target and different vectors may store the same
+// rule: it stays while one of them still needs it.
+func TestSharedRuleStaysWhileNeeded(t *testing.T) {
+	r := newRig(t, base+`
+[[playbook]]
+name = "p"
+hold_down = "1m"
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "1h"
+`)
+	const text = "match destination 203.0.113.10/32 then discard"
+	dns, ntp := sig("203.0.113.10/32", signals.Start), sig("203.0.113.10/32", signals.Start)
+	ntp.Vector.DstPorts = []uint16{123}
+	r.accept(dns)
+	r.accept(ntp)
+	if a, b := r.incident(1), r.incident(2); a.Rules[0].ID != b.Rules[0].ID {
+		t.Fatalf("two rules %d, %d for one match", a.Rules[0].ID, b.Rules[0].ID)
+	}
+	dns.State = signals.End
+	r.accept(dns)
+	r.clk.Advance(time.Minute)
+	r.eventually("the dns incident ended", func() bool { return r.incident(1).State == playbook.Ended })
+	r.wantActive("the ntp incident still needs it", text)
+	ntp.State = signals.End
+	r.accept(ntp)
+	r.clk.Advance(time.Minute)
+	r.eventually("the ntp incident ended", func() bool { return r.incident(2).State == playbook.Ended })
+	r.wantActive("both ended")
+}

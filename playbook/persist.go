@@ -140,6 +140,11 @@ func (e *Engine) Load(ctx context.Context) error {
 		inc := &incident{inc: s.Incident, pb: s.Playbook, actor: s.Actor, maxTimeline: max(s.MaxTimeline, 1), savedAt: now}
 		inc.note(now, "note", "restored after a restart")
 		e.open[key{target: inc.inc.Target, vector: inc.inc.Vector.Key()}] = inc
+		for _, x := range inc.inc.Rules {
+			if x.State == RuleActive && x.ID != 0 {
+				e.refs[x.ID]++
+			}
+		}
 		incs = append(incs, inc)
 	}
 	e.mu.Unlock()

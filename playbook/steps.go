@@ -86,6 +86,9 @@ func (e *Engine) applyStep(ctx context.Context, inc *incident, now time.Time, s 
 		}
 		if kept[r.ID] {
 			r.State = RuleReplaced // the same match, stored again by this step
+			e.writeMu.Lock()
+			e.ref(r.ID, -1)
+			e.writeMu.Unlock()
 			continue
 		}
 		e.withdraw(ctx, inc, r, now, fmt.Sprintf("replaced by step %d", in.Step+1))
@@ -94,7 +97,12 @@ func (e *Engine) applyStep(ctx context.Context, inc *incident, now time.Time, s 
 
 // add stores r through the gate; the caller holds inc.mu.
 func (e *Engine) add(ctx context.Context, inc *incident, r *Rule, req admit.Request, now time.Time) {
+	e.writeMu.Lock()
 	sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, req)
+	if err == nil {
+		e.ref(sr.ID, +1)
+	}
+	e.writeMu.Unlock()
 	if err != nil {
 		r.State, r.Error = RuleFailed, err.Error()
 		ref, ok := admit.As(err)
@@ -118,6 +126,15 @@ func (e *Engine) add(ctx context.Context, inc *incident, r *Rule, req admit.Requ
 
 // withdraw takes r off through the gate; the caller holds inc.mu.
 func (e *Engine) withdraw(ctx context.Context, inc *incident, r *Rule, now time.Time, why string) {
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	if e.ref(r.ID, 0) > 1 {
+		// Another open incident stored the same rule: it stays for it.
+		e.ref(r.ID, -1)
+		r.State = RuleWithdrawn
+		inc.note(now, "rule", "let rule %d go (%s); another open incident still uses it", r.ID, why)
+		return
+	}
 	_, err := e.cfg.Gate.Withdraw(ctx, inc.actor, r.ID)
 	if ref, ok := admit.As(err); err != nil && (!ok || ref.Kind != admit.KindNotFound) {
 		r.Error = err.Error()
@@ -126,6 +143,7 @@ func (e *Engine) withdraw(ctx context.Context, inc *incident, r *Rule, now time.
 		return
 	}
 	r.State = RuleWithdrawn
+	e.ref(r.ID, -1)
 	inc.note(now, "rule", "withdrew rule %d (%s)", r.ID, why)
 }
 
@@ -190,6 +208,9 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 		if r := &in.Rules[i]; r.Step < in.Step && r.State == RuleActive {
 			if current[r.ID] {
 				r.State = RuleReplaced
+				e.writeMu.Lock()
+				e.ref(r.ID, -1)
+				e.writeMu.Unlock()
 				continue
 			}
 			e.withdraw(ctx, inc, r, now, fmt.Sprintf("replaced by step %d", in.Step+1))
