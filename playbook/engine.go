@@ -28,6 +28,11 @@ type Gate interface {
 	Validate(ctx context.Context, a admit.Actor, req admit.Request) (admit.Verdict, error)
 }
 
+// Rules reads stored rules (implemented by *store.Store).
+type Rules interface {
+	GetBrief(ctx context.Context, id int64) (store.Rule, error)
+}
+
 // Notifier takes notifications; Notify must not block.
 type Notifier interface {
 	Notify(notify.Event)
@@ -38,7 +43,11 @@ type Config struct {
 	Gate Gate
 	// Store keeps the incidents across restarts (Load); nil: in memory
 	// only.
-	Store    Store
+	Store Store
+	// Rules, if set, lets the engine see that a rule it would extend was
+	// withdrawn by someone else meanwhile, and leave it withdrawn (nil:
+	// an extension stores it again).
+	Rules    Rules
 	Notifier Notifier // nil: no notifications
 	// Changed, if set, is called with a copy of an incident after each
 	// change of its state, step or rules (the event stream); it must not
@@ -403,8 +412,17 @@ func (e *Engine) Run(ctx context.Context) error {
 		next := e.pass(ctx)
 		if next.IsZero() {
 			t.Stop()
-		} else {
-			t.Reset(next.Sub(e.cfg.Clock.Now()))
+		}
+		for !next.IsZero() {
+			// A timer counts from the clock's time when it is reset: if
+			// the clock jumped between reading it and the reset (a
+			// stepped clock), reset again, or the timer would fire late
+			// by the jump.
+			now := e.cfg.Clock.Now()
+			t.Reset(next.Sub(now))
+			if e.cfg.Clock.Now().Sub(now) <= time.Millisecond {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -495,14 +513,7 @@ func (e *Engine) hold(ctx context.Context, inc *incident, now, endsAt time.Time,
 			if r.State != RuleActive || r.ExpiresAt.IsZero() || !r.ExpiresAt.Before(endsAt) {
 				continue
 			}
-			sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
-			if err != nil {
-				r.Error = err.Error()
-				inc.note(now, "rule", "ttl of rule %d not extended for hold-down: %v", r.ID, err)
-				continue
-			}
-			r.ExpiresAt, r.Error = sr.ExpiresAt, ""
-			in.Extended++
+			e.extend(ctx, inc, r, ttl, reason, now)
 		}
 	}
 	e.changed(inc)

@@ -117,7 +117,7 @@ func newRig(t *testing.T, toml string) *rig {
 // incidents the store kept.
 func (r *rig) start() {
 	r.t.Helper()
-	r.eng = playbook.New(playbook.Config{Gate: r.gate, Store: r.st, Notifier: r.notes, Clock: r.clk}, r.cfg)
+	r.eng = playbook.New(playbook.Config{Gate: r.gate, Store: r.st, Rules: r.st, Notifier: r.notes, Clock: r.clk}, r.cfg)
 	if err := r.eng.Load(context.Background()); err != nil {
 		r.t.Fatal(err)
 	}
@@ -752,4 +752,32 @@ ttl = "1h"
 	r.clk.Advance(time.Minute)
 	r.eventually("the ntp incident ended", func() bool { return r.incident(2).State == playbook.Ended })
 	r.wantActive("both ended")
+}
+
+// An operator's withdrawal stands: the incident does not store the rule
+// again when it would extend its TTL.
+func TestOperatorWithdrawalStands(t *testing.T) {
+	r := newRig(t, base+`
+[[playbook]]
+name = "p"
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "20m"
+`)
+	r.accept(sig("203.0.113.10/32", signals.Start))
+	id := r.incident(1).Rules[0].ID
+	if _, err := r.gate.Withdraw(context.Background(), admit.Actor{Name: "noc", Source: admit.SourceSocket}, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{4, 4, 3} { // signals 4, 8, 11 minutes in: never quiet
+		r.clk.Advance(d * time.Minute)
+		r.accept(sig("203.0.113.10/32", signals.Ongoing)) // the last one with less than half the TTL left
+	}
+	if n := r.eng.Open(); n != 1 {
+		t.Fatalf("%d incidents open", n)
+	}
+	r.wantActive("after the operator's withdrawal")
+	if x := r.incident(1).Rules[0]; x.State != playbook.RuleWithdrawn || !strings.Contains(x.Error, "withdrawn outside the incident") {
+		t.Fatalf("incident rule %+v", x)
+	}
 }

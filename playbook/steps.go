@@ -147,6 +147,42 @@ func (e *Engine) withdraw(ctx context.Context, inc *incident, r *Rule, now time.
 	inc.note(now, "rule", "withdrew rule %d (%s)", r.ID, why)
 }
 
+// extend stores active rule r again with the TTL ttl, so that it lives
+// on; a rule withdrawn meanwhile by someone else (an operator) stays
+// withdrawn, and the incident lets it go. It reports whether r's state
+// changed. The caller holds inc.mu.
+func (e *Engine) extend(ctx context.Context, inc *incident, r *Rule, ttl, reason string, now time.Time) bool {
+	if e.cfg.Rules != nil {
+		cur, err := e.cfg.Rules.GetBrief(ctx, r.ID)
+		if err == nil && (cur.WithdrawRequested || cur.State == store.Withdrawn) {
+			e.writeMu.Lock()
+			e.ref(r.ID, -1)
+			e.writeMu.Unlock()
+			r.State, r.Error = RuleWithdrawn, "withdrawn outside the incident (the rule's history says by whom): not extended"
+			inc.note(now, "rule", "rule %d was withdrawn outside the incident; it stays withdrawn", r.ID)
+			return true
+		}
+	}
+	e.writeMu.Lock()
+	sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
+	if err == nil && sr.ID != r.ID {
+		// It had expired: stored anew.
+		e.ref(r.ID, -1)
+		e.ref(sr.ID, +1)
+	}
+	e.writeMu.Unlock()
+	if err != nil {
+		r.Error = err.Error()
+		inc.refreshAfter = now.Add(retryEvery)
+		inc.note(now, "rule", "ttl of rule %d not extended: %v", r.ID, err)
+		return false
+	}
+	changed := sr.ID != r.ID
+	r.ID, r.ExpiresAt, r.Error = sr.ID, sr.ExpiresAt, ""
+	inc.inc.Extended++
+	return changed
+}
+
 // refresh, on a signal while the attack goes on (or on the timer, see
 // incident.deadlines), extends the TTL of the step's rules that have less
 // than half of it left and tries again the rules the store could not
@@ -165,7 +201,7 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 	}
 	ttl := st.TTL.String()
 	var reason string
-	stored := false
+	stored, changed := false, false
 	for i := range in.Rules {
 		r := &in.Rules[i]
 		if r.Step != in.Step {
@@ -176,15 +212,9 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 			if reason == "" {
 				reason = inc.reason(s)
 			}
-			sr, _, err := e.cfg.Gate.Add(ctx, inc.actor, admit.Request{Text: r.Text, TTL: &ttl, Reason: &reason})
-			if err != nil {
-				r.Error = err.Error()
-				inc.refreshAfter = now.Add(retryEvery)
-				inc.note(now, "rule", "ttl of rule %d not extended: %v", r.ID, err)
-				continue
+			if e.extend(ctx, inc, r, ttl, reason, now) {
+				changed = true
 			}
-			r.ExpiresAt, r.Error = sr.ExpiresAt, ""
-			in.Extended++
 		case r.State == RuleFailed && r.retry && retry:
 			if reason == "" {
 				reason = inc.reason(s)
@@ -194,7 +224,7 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 		}
 	}
 	if !stored {
-		return false
+		return changed
 	}
 	// The step stands now: the earlier steps' rules go (make-before-break),
 	// but not one this step stored again.
