@@ -258,7 +258,7 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 	// The daemon's signals.Sink: every way in (webhooks, Alertmanager,
 	// FastNetMon) hands its signals to the playbook engine, which writes
 	// through the gate with the source as actor.
-	engine := playbook.New(playbook.Config{Gate: gate, Store: st, Changed: events.Incident, Log: log.Named("playbook")}, cfg)
+	engine := playbook.New(playbook.Config{Gate: gate, Store: st, Rules: st, Changed: events.Incident, Log: log.Named("playbook")}, cfg)
 	if err := engine.Load(ctx); err != nil {
 		log.Error("the incidents of the last run could not be read; they are not continued (their rules expire by their TTL)", "error", err)
 	}
