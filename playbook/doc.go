@@ -22,10 +22,18 @@
 //   - Escalation to the next step happens after the step's
 //     escalate_after, or after escalate_signals signals in it, while the
 //     attack goes on. Each signal extends the rules' TTL once less than
-//     half of it is left. The attack ends with a signal of state end or
-//     after quiet_after without signals; the rules stay for hold_down,
-//     then the incident ends and its rules are withdrawn. A signal during
+//     half of it is left (with quiet_after = "never", the timer does, for
+//     detectors that report an attack once). The attack ends with a
+//     signal of state end or after quiet_after without signals; the rules
+//     stay for hold_down (extended if they would expire before), then the
+//     incident ends and its rules are withdrawn. A signal during
 //     hold-down resumes the incident.
+//   - A rule the gate refuses for the source's rate of new rules, or that
+//     the store cannot take now, is tried again on the timer; other
+//     refusals are final and recorded. A rule withdrawn outside the
+//     incident (an operator) is not stored again by a TTL extension. Two
+//     open incidents (one target, two vectors) may hold the same rule: it
+//     is withdrawn when the last of them lets it go.
 //   - A shadow playbook checks each rule exactly as a write would
 //     (Gate.Validate) and records the verdict in the incident; it
 //     announces and stores nothing.
