@@ -45,7 +45,6 @@ import (
 	"github.com/ribkeeper/ribkeeper/playbook"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
-	"github.com/ribkeeper/ribkeeper/signals"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -256,14 +255,13 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		log.Error("storing the static rules ([[rule]]) failed", "error", err)
 	}
 	// The daemon's signals.Sink: every way in (webhooks, Alertmanager,
-	// FastNetMon) hands its signals to the playbook engine, which writes
-	// through the gate with the source as actor.
+	// FastNetMon) hands its signals to the playbook engine (pass engine
+	// as their signals.Sink), which writes through the gate with the
+	// source as actor.
 	engine := playbook.New(playbook.Config{Gate: gate, Store: st, Rules: st, Changed: events.Incident, Log: log.Named("playbook")}, cfg)
 	if err := engine.Load(ctx); err != nil {
 		log.Error("the incidents of the last run could not be read; they are not continued (their rules expire by their TTL)", "error", err)
 	}
-	var sink signals.Sink = engine
-	_ = sink
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)

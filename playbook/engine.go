@@ -57,6 +57,9 @@ type Config struct {
 	Log     hclog.Logger
 }
 
+// The engine is the daemon's signals.Sink.
+var _ signals.Sink = (*Engine)(nil)
+
 // ErrRefused is wrapped by the errors of signals the engine refuses.
 var ErrRefused = errors.New("signal refused")
 
