@@ -620,6 +620,8 @@ ttl = "10m"
 	if inc.Rules[0].State != playbook.RuleFailed || !strings.Contains(inc.Rules[0].Error, "max_new_rules_per_minute") {
 		t.Fatalf("second rule within the minute: %+v", inc.Rules)
 	}
+	r.stop() // the retry survives a restart
+	r.start()
 	r.clk.Advance(time.Minute)
 	r.eventually("the retry", func() bool { return r.incident(2).Rules[0].State == playbook.RuleActive })
 	r.wantActive("both", rtbh, "route 203.0.113.11/32 then blackhole")

@@ -75,7 +75,9 @@ type Rule struct {
 	State     string
 	ExpiresAt time.Time
 	Error     string
-	retry     bool // failed for want of the store: tried again on a signal
+	// Retry: a failed rule that is tried again (the store could not take
+	// it, or it came over the source's rate of new rules).
+	Retry bool
 }
 
 // Entry is one entry of an incident's timeline.
@@ -159,7 +161,7 @@ func (i *incident) deadlines() deadlines {
 			}
 		}
 		for _, r := range in.Rules {
-			if r.Step == in.Step && r.State == RuleFailed && r.retry {
+			if r.Step == in.Step && r.State == RuleFailed && r.Retry {
 				d.retry = i.retryAt
 				break
 			}

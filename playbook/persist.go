@@ -144,6 +144,9 @@ func (e *Engine) Load(ctx context.Context) error {
 			if x.State == RuleActive && x.ID != 0 {
 				e.refs[x.ID]++
 			}
+			if x.State == RuleFailed && x.Retry {
+				inc.retryAt = now
+			}
 		}
 		incs = append(incs, inc)
 	}

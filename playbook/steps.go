@@ -110,17 +110,17 @@ func (e *Engine) add(ctx context.Context, inc *incident, r *Rule, req admit.Requ
 		case ok && ref.Kind == admit.KindRateLimited:
 			// The source's rate of new rules ([[source]]
 			// max_new_rules_per_minute): the rule waits its turn.
-			r.retry, inc.retryAt = true, now.Add(max(retryEvery, ref.RetryAfter))
+			r.Retry, inc.retryAt = true, now.Add(max(retryEvery, ref.RetryAfter))
 		case ok && ref.Kind != admit.KindUnavailable:
 			r.State = RuleRefused
 		default:
-			r.retry, inc.retryAt = true, now.Add(retryEvery)
+			r.Retry, inc.retryAt = true, now.Add(retryEvery)
 		}
 		inc.note(now, "rule", "%s: %s: %s", r.State, req.Text, r.Error)
 		e.cfg.Log.Warn("incident rule not stored", "incident", inc.inc.ID, "text", req.Text, "error", err)
 		return
 	}
-	r.ID, r.Text, r.State, r.ExpiresAt, r.Error, r.retry = sr.ID, sr.Text, RuleActive, sr.ExpiresAt, "", false
+	r.ID, r.Text, r.State, r.ExpiresAt, r.Error, r.Retry = sr.ID, sr.Text, RuleActive, sr.ExpiresAt, "", false
 	inc.note(now, "rule", "stored rule %d: %s (expires %s)", sr.ID, sr.Text, expiry(sr.ExpiresAt))
 }
 
@@ -215,7 +215,7 @@ func (e *Engine) refresh(ctx context.Context, inc *incident, now time.Time, s si
 			if e.extend(ctx, inc, r, ttl, reason, now) {
 				changed = true
 			}
-		case r.State == RuleFailed && r.retry && retry:
+		case r.State == RuleFailed && r.Retry && retry:
 			if reason == "" {
 				reason = inc.reason(s)
 			}
