@@ -106,7 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents", "incident":
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "version", "--version", "-version":
 		buildinfo.Read().Write(stdout)

@@ -48,8 +48,8 @@ var commands = []command{
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
 	{"diff", "[--json]", "Show what the next reconcile pass would change."},
 	{"whoami", "[--json]", "Show who the API sees (the token's name over TCP) and what it may do: role, prefixes, actions, quota."},
-	{"incidents", "[--limit N] [--json]",
-		"List the incidents of the playbook engine, newest first: signals for one target and vector, the playbook applied, its step and rules."},
+	{"incidents list", "[--limit N] [--json]",
+		"List the incidents of the playbook engine, newest first: signals for one target and vector, the playbook applied, its step and rules ('ribkeeper incidents' alone does the same)."},
 	{"incidents show", "[--json] ID", "Show one incident: its rules, with their state, and its timeline."},
 	{"shutdown", "[--withdraw] [--timeout 2m]",
 		"Stop the daemon (control socket only). Without --withdraw, routers with graceful restart keep every rule until the next start, as on SIGTERM; " +
@@ -244,7 +244,7 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.whoami(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
-	case "incidents", "incident":
+	case "incidents":
 		return c.incidents(ctx, args[1:])
 	}
 	if isHelp(args[0]) {

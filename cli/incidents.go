@@ -35,10 +35,10 @@ func (c *cli) incidents(ctx context.Context, args []string) error {
 	if len(args) > 0 && (args[0] == "show" || args[0] == "get") {
 		return c.incidentShow(ctx, args[1:])
 	}
-	if len(args) > 0 && args[0] == "list" {
+	if len(args) > 0 && (args[0] == "list" || args[0] == "ls") {
 		args = args[1:]
 	}
-	fs := c.flagSet("incidents")
+	fs := c.flagSet("incidents list")
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 0, "show at most `N` incidents (default 100)")
 	pos, err := c.parse(fs, args)
@@ -46,10 +46,10 @@ func (c *cli) incidents(ctx context.Context, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("incidents", "unexpected argument %q: use 'ribkeeper incidents show ID' for one incident", pos[0])
+		return usagef("incidents list", "unexpected argument %q: use 'ribkeeper incidents show ID' for one incident", pos[0])
 	}
 	if *limit < 0 || *limit > api.MaxIncidentLimit {
-		return usagef("incidents", "--limit must be 1 to %d", api.MaxIncidentLimit)
+		return usagef("incidents list", "--limit must be 1 to %d", api.MaxIncidentLimit)
 	}
 	list, err := c.client.Incidents(ctx, *limit)
 	if err != nil {
