@@ -42,6 +42,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
+	"github.com/ribkeeper/ribkeeper/playbook"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -119,14 +120,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, w := range cfg.Warnings() {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", cfg.File, w)
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes)\n",
-			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist))
+		fmt.Fprintf(stdout, "%s: ok (%d neighbors, %d dynamic neighbor prefixes, store %s, %d safelisted prefixes, %d sources, %d playbooks)\n",
+			cfg.File, len(cfg.Neighbors), len(cfg.DynamicNeighbors), cfg.Store.Driver, len(cfg.Guardrails.Safelist), len(cfg.Sources), len(cfg.Playbooks))
 		return 0
 	case "flowspec":
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown":
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "completion":
 		if len(args) != 2 || args[1] != "bash" {
@@ -178,8 +179,10 @@ func loadConfig(name string, args []string, stderr io.Writer) (*config.Config, i
 }
 
 // loadChecked loads the configuration file at path and checks its static
-// rules ([[rule]]) against its guardrails (admit.CheckStatic): a static
-// rule a guardrail refuses is an error of the file, with its key and line.
+// rules ([[rule]]) against its guardrails (admit.CheckStatic) and its
+// playbooks against their sources' scope (playbook.Check): a static rule
+// a guardrail refuses, or a playbook that would write outside its
+// source's scope, is an error of the file, with its key and line.
 func loadChecked(path string) (*config.Config, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -189,6 +192,7 @@ func loadChecked(path string) (*config.Config, error) {
 	for _, v := range admit.CheckStatic(cfg) {
 		es = append(es, cfg.Problem(fmt.Sprintf("rule.%d.text", v.Index), "%s", v.Error()))
 	}
+	es = append(es, playbook.Check(cfg)...)
 	if len(es) > 0 {
 		return nil, es
 	}
@@ -310,6 +314,14 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 			log.Error("storing the static rules ([[rule]]) failed", "error", err)
 		}
 	}
+	// The daemon's signals.Sink: every way in (webhooks, Alertmanager,
+	// FastNetMon) hands its signals to the playbook engine (pass engine
+	// as their signals.Sink), which writes through the gate with the
+	// source as actor.
+	engine := playbook.New(playbook.Config{Gate: gate, Store: st, Rules: st, Notifier: ns.n, Changed: events.Incident, Log: log.Named("playbook")}, cfg)
+	if err := engine.Load(ctx); err != nil {
+		log.Error("the incidents of the last run could not be read; they are not continued (their rules expire by their TTL)", "error", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)
@@ -317,7 +329,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()),
-		api.WithNotifications(ns.n), api.WithStoreCondition(st))
+		api.WithNotifications(ns.n), api.WithStoreCondition(st), api.WithIncidents(engine))
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
@@ -394,7 +406,8 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 			return nil
 		})
 	}
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, started: cfg, notices: ns}
+	goRun("playbook", engine.Run)
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, engine: engine, started: cfg, notices: ns}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

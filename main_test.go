@@ -266,3 +266,40 @@ func TestProfilesCommand(t *testing.T) {
 		t.Errorf("profiles with a bad rule: exit %d, %q", code, errOut)
 	}
 }
+
+// check-config refuses a playbook whose rules would fall outside its
+// source's scope, with the key and line of the step; a reload would
+// refuse the file the same way (loadChecked).
+func TestCheckConfigPlaybookScope(t *testing.T) {
+	bad := writeFile(t, `[bgp]
+asn = 65000
+router_id = "192.0.2.1"
+
+[[source]]
+name = "fnm"
+kind = "gobgp"
+prefixes = ["203.0.113.0/24"]
+actions = ["discard"]
+
+[[playbook]]
+name = "ban"
+[[playbook.step]]
+rtbh = true
+ttl = "1h"
+`)
+	code, out, errOut := runMain(t, "check-config", "--config", bad)
+	if code != 1 || out != "" || !strings.Contains(errOut, bad+":13: playbook[1].step[1]: ") || !strings.Contains(errOut, `source "fnm" may not use action rtbh`) {
+		t.Errorf("playbook outside its source's scope: exit %d, %q %q", code, out, errOut)
+	}
+	good := strings.Replace(string(must(os.ReadFile(bad))), `actions = ["discard"]`, `actions = ["discard", "rtbh"]`, 1)
+	if code, out, errOut := runMain(t, "check-config", "--config", writeFile(t, good)); code != 0 || !strings.Contains(out, "1 sources, 1 playbooks") {
+		t.Errorf("inside its scope: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/playbook"
 )
 
 // bgpConfig maps the configuration to the speaker's.
@@ -92,8 +93,10 @@ func tcpConfig(cfg *config.Config) *api.TCPConfig {
 
 // reloader applies a new configuration file on SIGHUP: API tokens, hosts
 // and origins (a removed or changed token stops working at once),
-// notification receivers, neighbors, peer groups and dynamic neighbors (only changed sessions are
-// touched), RTBH next hops and guardrails. The rest needs a restart and is
+// notification receivers, neighbors, peer groups and dynamic neighbors
+// (only changed sessions are touched), RTBH next hops, guardrails, and
+// signal sources and playbooks (for incidents opened after it). The rest
+// needs a restart and is
 // only reported.
 type reloader struct {
 	log  hclog.Logger
@@ -101,6 +104,9 @@ type reloader struct {
 	sp   *bgp.Speaker
 	gate *admit.Gate
 	api  *api.Server
+	// engine takes the new sources and playbooks (open incidents keep
+	// theirs).
+	engine *playbook.Engine
 	// started is the configuration the process started with: the TCP
 	// listener's address and key pair come from it.
 	started *config.Config
@@ -140,7 +146,8 @@ func (r *reloader) reload(ctx context.Context) error {
 	if err := r.gate.SyncStatic(ctx, next.Rules); err != nil {
 		r.log.Error("reload: static rules ([[rule]]) only partly applied; retry with another SIGHUP", "error", err)
 	}
-	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n)
+	r.engine.SetConfig(next)
+	r.log.Info("configuration reloaded", "config", next.File, "withdrawn_by_guardrails", n, "sources", len(next.Sources), "playbooks", len(next.Playbooks))
 	r.cur = next
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ const (
 	SourceTCP       Source = "tcp"       // the TCP API, with or without a token
 	SourceConfig    Source = "config"    // static [[rule]] entries
 	SourceGuardrail Source = "guardrail" // the guardrails' enforcement after a reload
+	SourceSignal    Source = "signal"    // a detector's signals, through a playbook ([[source]])
 )
 
 // Actor is who asks for a write. Name is recorded as the rule's actor in
@@ -33,10 +34,24 @@ type Actor struct {
 	Scope    Scope
 }
 
+// CheckScope reports why a may not store r for the scope's sake (its
+// prefixes and actions), or nil: the scope check of every write, for a
+// caller that checks what it will write before it writes (a playbook's
+// templates at load).
+func (a Actor) CheckScope(r flowspec.Rule) error {
+	if ref := scopeRefusal(a, r, -1); ref != nil {
+		return ref
+	}
+	return nil
+}
+
 // who names a in messages: `token "cust"` over the TCP API.
 func (a Actor) who() string {
-	if a.Source == SourceTCP {
+	switch a.Source {
+	case SourceTCP:
 		return fmt.Sprintf("token %q", a.Name)
+	case SourceSignal:
+		return fmt.Sprintf("source %q", a.Name)
 	}
 	return fmt.Sprintf("%q", a.Name)
 }

@@ -62,7 +62,7 @@ func (g *Gate) check(ctx context.Context, a Actor, ps []parsed, batch, dry bool)
 		if ok, retry := g.rates.peek(a.Name, now, created, rate); !ok {
 			last := len(ps) - 1
 			return nil, &Refusal{Kind: KindRateLimited, Index: at(last), Field: "text", RetryAfter: retry,
-				Msg: fmt.Sprintf("%s may create at most %d new rules a minute ([[api.token]] max_new_rules_per_minute, or [limits] scoped_new_rules_per_minute for every scoped token); retry in %s",
+				Msg: fmt.Sprintf("%s may create at most %d new rules a minute ([[api.token]] or [[source]] max_new_rules_per_minute, or [limits] scoped_new_rules_per_minute for every scoped one); retry in %s",
 					a.who(), rate, retry.Round(time.Second))}
 		}
 	}

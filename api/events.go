@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,11 @@ import (
 //	       store's history entries): list them again
 //	peer   a peer (as GET /v1/peers) whose session state changed;
 //	       state "removed" for a neighbor no longer configured
+//	incident  an incident of the playbook engine (as GET /v1/incidents
+//	       lists it, without its timeline) that opened, escalated, ended,
+//	       or whose rules or state changed; a scoped token's stream has
+//	       only the incidents whose target lies inside its prefixes (for
+//	       the others, an id line alone)
 //	pass   a reconcile pass (as GET /v1/status's last_pass) that changed
 //	       the RIB or the store, failed, or found a different number of
 //	       rules in the RIB as wanted (a rule's delivery changed)
@@ -78,6 +84,8 @@ const (
 	EventRules = "rules"
 	EventPeer  = "peer"
 	EventPass  = "pass"
+	// EventIncident: incidents.go.
+	EventIncident = "incident"
 )
 
 // DefaultEventRing is how many recent events a stream keeps for clients
@@ -146,6 +154,9 @@ type streamEvent struct {
 	// match is the rule's match for a rule event (zero otherwise): a
 	// scoped token's stream leaves out rules outside its prefixes.
 	match flowspec.Match
+	// target is the incident's target for an incident event: a scoped
+	// token's stream leaves out incidents outside its prefixes.
+	target netip.Prefix
 }
 
 // size is what ev costs to keep.
@@ -752,7 +763,7 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request) {
 func writeEvent(w http.ResponseWriter, id *identity, ev streamEvent) error {
 	data := ev.data
 	if id.scoped() {
-		if ev.typ == EventRule && !id.sees(ev.match) {
+		if ev.typ == EventRule && !id.sees(ev.match) || ev.typ == EventIncident && len(id.prefixes) > 0 && !id.covers(ev.target) {
 			_, err := fmt.Fprintf(w, "id: %d\n\n", ev.id)
 			return err
 		}

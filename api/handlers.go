@@ -40,6 +40,8 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/diff", s.handle(s.getDiff))
 	mux.Handle("GET /v1/whoami", s.handle(s.getWhoami))
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
+	mux.Handle("GET /v1/incidents", s.handle(s.listIncidents))
+	mux.Handle("GET /v1/incidents/{id}", s.handle(s.getIncident))
 	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)

@@ -95,6 +95,7 @@ type options struct {
 	console         http.Handler   // console.go
 	store           StoreCondition // status.go
 	notifications   Notifications
+	incidents       Incidents // incidents.go
 }
 
 // Notifications is the delivery state of the notification receivers

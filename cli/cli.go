@@ -52,6 +52,9 @@ var commands = []command{
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
 	{"diff", "[--json]", "Show what the next reconcile pass would change."},
 	{"whoami", "[--json]", "Show who the API sees (the token's name over TCP) and what it may do: role, prefixes, actions, quota."},
+	{"incidents list", "[--limit N] [--json]",
+		"List the incidents of the playbook engine, newest first: signals for one target and vector, the playbook applied, its step and rules ('ribkeeper incidents' alone does the same)."},
+	{"incidents show", "[--json] ID", "Show one incident: its rules, with their state, and its timeline."},
 	{"shutdown", "[--withdraw] [--timeout 2m]",
 		"Stop the daemon (control socket only). Without --withdraw, routers with graceful restart keep every rule until the next start, as on SIGTERM; " +
 			"--withdraw first withdraws every rule from every router and waits until they were sent."},
@@ -254,6 +257,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.whoami(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
+	case "incidents":
+		return c.incidents(ctx, args[1:])
 	}
 	if isHelp(args[0]) {
 		fmt.Fprint(c.stdout, "usage:\n"+Synopsis())

@@ -44,6 +44,11 @@ type Config struct {
 	Sources []Source
 	// Notify are the receivers of notifications ([[notify]]).
 	Notify []Notify
+	// Playbooks turn signals into rules ([[playbook]]), in file order:
+	// a signal takes the first that matches it.
+	Playbooks []Playbook
+	// Incidents bounds what the playbook engine keeps ([incidents]).
+	Incidents Incidents
 
 	lines map[string]int // where each key is written (Problem)
 }

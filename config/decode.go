@@ -133,6 +133,17 @@ func (d *decoder) value(x any, v reflect.Value, key, name string) bool {
 		}
 		v.SetInt(n)
 		return true
+	case reflect.Float64:
+		switch n := x.(type) {
+		case float64:
+			v.SetFloat(n)
+		case int64:
+			v.SetFloat(float64(n))
+		default:
+			d.fail(key, "a number is expected, e.g. %s; got %s", assign(name, "0.5"), describe(x))
+			return false
+		}
+		return true
 	case reflect.Struct:
 		return d.structValue(x, v, key)
 	case reflect.Slice:

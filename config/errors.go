@@ -103,9 +103,17 @@ func indexLines(text string) map[string]int {
 			continue
 		case strings.HasPrefix(l, "[["):
 			name := cleanKey(strings.TrimSuffix(strings.TrimPrefix(strings.SplitN(l, "]]", 2)[0], "[["), "]]"))
-			idx := arrays[name]
-			arrays[name]++
-			table = fmt.Sprintf("%s.%d", name, idx)
+			full := name
+			// A nested list of tables ([[playbook.step]]) belongs to the
+			// latest entry of its parent list: "playbook.1.step.0".
+			if j := strings.LastIndexByte(name, '.'); j > 0 {
+				if n, ok := arrays[name[:j]]; ok && n > 0 {
+					full = fmt.Sprintf("%s.%d.%s", name[:j], n-1, name[j+1:])
+				}
+			}
+			idx := arrays[full]
+			arrays[full]++
+			table = fmt.Sprintf("%s.%d", full, idx)
 			put(table, n)
 			put(name, n)
 		case l[0] == '[':

@@ -145,8 +145,10 @@ type file struct {
 		MaxWithdrawPerPass *int64 `toml:"max_withdraw_per_pass"`
 		AnnounceRate       *int64 `toml:"announce_rate"`
 	} `toml:"reconcile"`
-	Sources []rawSource `toml:"source"`
-	Notify  []rawNotify `toml:"notify"`
+	Sources   []rawSource   `toml:"source"`
+	Notify    []rawNotify   `toml:"notify"`
+	Playbooks []rawPlaybook `toml:"playbook"`
+	Incidents rawIncidents  `toml:"incidents"`
 }
 
 // Load reads and validates the file at path. The error, if any, is an
@@ -405,6 +407,7 @@ func (v *validator) build(f *file) *Config {
 	v.apiBounds(f, c)
 	v.sources(f, c)
 	v.notifyTargets(f, c)
+	v.playbooks(f, c)
 
 	// [reconcile]
 	c.Reconcile.ResyncInterval = DefaultResyncInterval

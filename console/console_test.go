@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,6 +103,22 @@ func fakeAPI(t *testing.T, now time.Time) http.Handler {
 		points = append(points, map[string]any{"at": at(time.Duration(i-120) * time.Minute), "active": 40 + i/3, "announced": 40 + i/3, "drift_repairs": drift, "peers_up": 1})
 	}
 	js("/v1/series", map[string]any{"interval_seconds": 60, "points": points})
+	incident := map[string]any{"id": 4, "target": "203.0.113.7/32", "vector": map[string]any{"key": "udp||53|", "protocol": "udp", "dst_ports": []int{53}},
+		"source": "fnm", "playbook": "udp-flood", "shadow": false, "state": "holding", "step": 2, "steps": 3,
+		"opened_at": at(-20 * time.Minute), "step_at": at(-10 * time.Minute), "last_signal_at": at(-5 * time.Minute), "ends_at": at(5 * time.Minute),
+		"signals": 41, "step_signals": 3, "peak_pps": 250000, "peak_bps": 0, "ttl_extensions": 1,
+		"rules": []map[string]any{
+			{"id": 3, "text": "match destination 203.0.113.7/32 protocol ==17 then discard", "step": 2, "state": "active", "expires_at": at(15 * time.Minute)},
+			{"text": "route 203.0.113.7/32 then blackhole", "step": 2, "state": "refused", "error": "source \"fnm\" may not use action rtbh"},
+		}}
+	js("/v1/incidents", map[string]any{"incidents": []map[string]any{incident}})
+	detail := maps.Clone(incident)
+	detail["timeline"] = []map[string]any{
+		{"at": at(-20 * time.Minute), "kind": "opened", "text": "signal from fnm: 203.0.113.7/32 vector udp||53| 250000 pps; playbook udp-flood"},
+		{"at": at(-10 * time.Minute), "kind": "escalated", "text": "to step 2 of 3 after 10m0s in step 1 (escalate_after)"},
+	}
+	detail["timeline_omitted"] = 2
+	js("/v1/incidents/4", detail)
 	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, "id: 7\nevent: hello\ndata: {\"id\":7}\n\n")
@@ -212,6 +229,22 @@ func TestPagesInChromium(t *testing.T) {
 		t.Errorf("the text filter leaves %s rules, want 1", n)
 	}
 	shot("rules-filtered")
+	step("incidents", chromedp.Click(chromedp.CSS(`#nav a[data-view="incidents"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#incidents-table tr[data-incident="4"]`)))
+	if row := eval(`document.querySelector('#incidents-table tr[data-incident="4"]').textContent`); !strings.Contains(row, "holding") ||
+		!strings.Contains(row, "udp dst 53") || !strings.Contains(row, "udp-flood") || !strings.Contains(row, "2/3") {
+		t.Errorf("incident row reads %q", row)
+	}
+	shot("incidents")
+	step("incident", chromedp.Click(chromedp.CSS(`#incidents-table tr[data-incident="4"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#incident-rules tr[data-state="refused"]`)))
+	if tl := eval(`document.querySelector('#incident-timeline').textContent`); !strings.Contains(tl, "escalate_after") || !strings.Contains(tl, "2 more entries not kept") {
+		t.Errorf("incident timeline reads %q", tl)
+	}
+	if r := eval(`document.querySelector('#incident-rules tr[data-state="refused"]').textContent`); !strings.Contains(r, "may not use action rtbh") {
+		t.Errorf("refused rule reads %q", r)
+	}
+	shot("incident")
 	mu.Lock()
 	defer mu.Unlock()
 	for _, p := range problems {

@@ -16,6 +16,8 @@
     rules: [],
     series: null,
     rule: null, // the rule shown on its page
+    incidents: [],
+    incident: null, // the incident shown on its page
     history: [],
     lastId: null, // id of the last event received
     stream: null, // AbortController of the event stream
@@ -144,7 +146,8 @@
   function showView(name) {
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + name;
     for (const a of document.querySelectorAll('#nav a')) {
-      a.classList.toggle('current', a.dataset.view === name || (name === 'rule' && a.dataset.view === 'rules'));
+      a.classList.toggle('current', a.dataset.view === name || (name === 'rule' && a.dataset.view === 'rules') ||
+        (name === 'incident' && a.dataset.view === 'incidents'));
     }
     S.view = name;
   }
@@ -250,6 +253,15 @@
       showView('rules');
       renderRules();
       loadRules();
+    } else if (parts[0] === 'incidents' && /^\d+$/.test(parts[1] || '')) {
+      showView('incident');
+      S.incident = S.incidents.find((x) => x.id === Number(parts[1])) || null;
+      renderIncident();
+      loadIncident(Number(parts[1]));
+    } else if (parts[0] === 'incidents') {
+      showView('incidents');
+      renderIncidents();
+      loadIncidents();
     } else if (parts[0] === 'add' && canWrite()) {
       showView('add');
       prepareAdd();
@@ -329,11 +341,40 @@
     renderRule();
   }
 
+  async function loadIncidents() {
+    let out;
+    try {
+      out = await api('GET', '/v1/incidents?limit=500');
+    } catch (e) {
+      if (e.status !== 401) flash('Incidents: ' + e.message, true);
+      return;
+    }
+    S.incidents = out.incidents || [];
+    renderIncidents();
+  }
+
+  async function loadIncident(id) {
+    try {
+      S.incident = await api('GET', '/v1/incidents/' + id);
+    } catch (e) {
+      if (e.status === 404) {
+        S.incident = null;
+        renderIncident('No incident with id ' + id + ' (ended ones are kept up to [incidents] keep_ended).');
+        return;
+      }
+      if (e.status !== 401) flash('Incident ' + id + ': ' + e.message, true);
+      return;
+    }
+    renderIncident();
+  }
+
   function reloadAll() {
     loadStatus();
     loadRules();
     loadSeries();
     if (S.view === 'rule' && S.rule) loadRule(S.rule.id);
+    if (S.view === 'incidents') loadIncidents();
+    if (S.view === 'incident' && S.incident) loadIncident(S.incident.id);
   }
 
   // ---- the event stream ----
@@ -440,6 +481,10 @@
       case 'peer':
       case 'pass':
         refresh();
+        break;
+      case 'incident':
+        if (S.view === 'incidents') later('incidents', loadIncidents);
+        if (S.view === 'incident' && S.incident && S.incident.id === d.id) later('incident', () => loadIncident(d.id));
         break;
     }
   }
@@ -751,6 +796,93 @@
         el('td', {text: e.actor}), el('td', {text: e.site || ''}), ch));
     }
     if (!S.history.length) tb.append(el('tr', {}, el('td', {colspan: 5, class: 'muted', text: 'No history.'})));
+  }
+
+  // ---- incidents ----
+
+  function vectorText(v) {
+    const parts = [];
+    if (v.protocol) parts.push(v.protocol);
+    if ((v.dst_ports || []).length) parts.push('dst ' + v.dst_ports.join(','));
+    if ((v.src_ports || []).length) parts.push('src ' + v.src_ports.join(','));
+    if (v.tcp_flags) parts.push('flags ' + v.tcp_flags);
+    return parts.length ? parts.join(' ') : 'any';
+  }
+
+  function incidentState(inc) {
+    const b = el('span', {}, stateBadge(inc.state));
+    if (inc.shadow) b.append(' ', el('span', {class: 'badge s-shadow', title: 'shadow mode: the playbook writes nothing', text: 'shadow'}));
+    if (inc.state === 'holding' && inc.ends_at) b.append(el('div', {class: 'muted small', text: 'until ' + fmtTime(inc.ends_at)}));
+    return b;
+  }
+
+  function peak(inc) {
+    const p = [];
+    if (inc.peak_pps) p.push(inc.peak_pps.toLocaleString() + ' pps');
+    if (inc.peak_bps) p.push(inc.peak_bps.toLocaleString() + ' bps');
+    return p.join(', ') || '–';
+  }
+
+  function renderIncidents() {
+    if (S.view !== 'incidents') return;
+    const tb = clear($('#incidents-table tbody'));
+    for (const inc of S.incidents) {
+      tb.append(el('tr', {'data-incident': inc.id},
+        el('td', {class: 'num'}, el('a', {href: '#/incidents/' + inc.id, text: '#' + inc.id})),
+        el('td', {}, incidentState(inc)),
+        el('td', {class: 'mono', text: inc.target}),
+        el('td', {class: 'small', text: vectorText(inc.vector)}),
+        el('td', {class: 'small', text: inc.source}),
+        el('td', {class: 'small', text: inc.playbook}),
+        el('td', {class: 'step', text: inc.step + '/' + inc.steps}),
+        el('td', {class: 'num', text: String(inc.signals)}),
+        el('td', {class: 'small', text: peak(inc)}),
+        el('td', {class: 'small', title: fmtTime(inc.opened_at), text: ago(inc.opened_at)})));
+    }
+    if (!S.incidents.length) {
+      tb.append(el('tr', {}, el('td', {colspan: 10, class: 'muted', text: 'No incidents: no detector signal has matched a playbook.'})));
+    }
+    $('#incidents-count').textContent = S.incidents.length + ' incidents.';
+  }
+
+  function renderIncident(missing) {
+    const card = clear($('#incident-card'));
+    const rb = clear($('#incident-rules tbody'));
+    const tb = clear($('#incident-timeline tbody'));
+    const inc = S.incident;
+    if (!inc) {
+      card.append(el('p', {class: 'muted', text: missing || 'Loading…'}));
+      return;
+    }
+    card.append(el('h1', {}, 'Incident ' + inc.id + ' ', incidentState(inc)));
+    const d = el('dl', {class: 'kv wide'});
+    const row = (k, v) => d.append(el('dt', {text: k}), el('dd', {}, v));
+    row('target', el('code', {text: inc.target}));
+    row('vector', vectorText(inc.vector));
+    row('source', inc.source);
+    row('playbook', inc.playbook + ', step ' + inc.step + ' of ' + inc.steps);
+    row('signals', inc.signals + ' (' + inc.step_signals + ' in this step), peak ' + peak(inc));
+    if (inc.attack_id) row('attack id', inc.attack_id);
+    row('opened', fmtTime(inc.opened_at));
+    row('last signal', fmtTime(inc.last_signal_at));
+    if (inc.ended_at) row('ended', fmtTime(inc.ended_at));
+    card.append(d);
+    for (const r of inc.rules || []) {
+      rb.append(el('tr', {'data-state': r.state},
+        el('td', {class: 'num'}, r.id ? el('a', {href: '#/rules/' + r.id, text: '#' + r.id}) : '–'),
+        el('td', {class: 'num', text: String(r.step)}),
+        el('td', {}, stateBadge(r.state)),
+        el('td', {class: 'rule-text'}, el('code', {text: r.text}), r.error ? el('div', {class: 'error small', text: r.error}) : null),
+        el('td', {class: 'small', text: r.expires_at ? fmtTime(r.expires_at) : '–'})));
+    }
+    if (!(inc.rules || []).length) rb.append(el('tr', {}, el('td', {colspan: 5, class: 'muted', text: 'No rules.'})));
+    for (const e of inc.timeline || []) {
+      tb.append(el('tr', {}, el('td', {class: 'small', text: fmtTime(e.at)}), el('td', {text: e.kind}), el('td', {text: e.text})));
+    }
+    if (inc.timeline_omitted) {
+      tb.append(el('tr', {}, el('td', {colspan: 3, class: 'muted',
+        text: inc.timeline_omitted + ' more entries not kept ([incidents] max_timeline)'})));
+    }
   }
 
   // ---- withdraw ----

@@ -193,6 +193,21 @@ var targets = []target{
 			return s, p2 <= 1.15*p1, true
 		},
 	},
+	{
+		what: "Signals: sustained signals/s with correlation and playbooks on (1,000 ongoing attacks; playbook.BenchmarkSignals)",
+		goal: "≥ 20,000/s (prefixd documents ~4,700 events/s)",
+		eval: func(g getter) (string, bool, bool) {
+			v, ok := g("BenchmarkSignals/ongoing-1000", "signals/s")
+			if !ok {
+				return "", false, false
+			}
+			s := num(v) + " signals/s"
+			if o, ok := g("BenchmarkSignals/opening", "signals/s"); ok {
+				s += fmt.Sprintf("; a new incident (rule stored through the gate) per signal: %s/s", num(o))
+			}
+			return s, v >= 20000, true
+		},
+	},
 }
 
 func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {
