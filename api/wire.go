@@ -136,6 +136,10 @@ type Rule struct {
 	// rule that routers apply first and that matches every packet this
 	// one matches with a final action: this rule can never apply.
 	ShadowedBy int64 `json:"shadowed_by,omitempty"`
+	// Precedence is an active FlowSpec rule's place in the order routers
+	// apply its family's rules in (1 first), in a list ordered by
+	// precedence and on a rule read alone; absent otherwise.
+	Precedence int `json:"precedence,omitempty"`
 }
 
 // StateWithdrawing is the state shown for an active rule whose withdrawal was

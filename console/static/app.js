@@ -672,10 +672,10 @@
     if (S.view !== 'rules') return;
     const tb = clear($('#rules-table tbody'));
     const shown = S.rules.filter(matches);
-    let pos = 0;
     for (const r of shown.slice(0, MAX_ROWS)) {
-      const active = r.state === 'active' && !r.family.endsWith('unicast');
-      if (active) pos++;
+      // The place in the routers' order comes from the server: the same
+      // under any filter.
+      const prec = r.state === 'active' ? r.precedence : 0;
       const ruleCell = el('td', {class: 'rule-text'},
         el('a', {href: '#/rules/' + r.id, class: 'mono', text: r.text}),
         r.shadowed_by ? el('div', {class: 'shadow', text: '⚠ never applies: rule ' + r.shadowed_by +
@@ -683,8 +683,8 @@
         r.last_error ? el('div', {class: 'error small', text: r.last_error}) : null,
         r.origin ? el('div', {class: 'muted small', text: 'declared in ' + r.origin}) : null);
       tb.append(el('tr', {'data-rule': r.id, class: r.shadowed_by ? 'shadowed' : ''},
-        el('td', {class: 'num', title: active ? 'position in the routers\' order' : ''},
-          el('a', {href: '#/rules/' + r.id, text: '#' + r.id}), active ? el('div', {class: 'muted small', text: 'prec. ' + pos}) : null),
+        el('td', {class: 'num', title: prec ? 'place in the order routers apply ' + r.family + ' rules in' : ''},
+          el('a', {href: '#/rules/' + r.id, text: '#' + r.id}), prec ? el('div', {class: 'muted small', text: 'prec. ' + prec}) : null),
         el('td', {}, stateBadge(r.state)),
         el('td', {class: 'small', text: r.family}),
         ruleCell,
