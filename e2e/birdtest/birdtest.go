@@ -12,15 +12,14 @@ package birdtest
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/porttest"
 )
 
 // Peer is one BGP neighbor of the BIRD router.
@@ -72,28 +71,12 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-// FreePort returns a TCP port that was free on addr a moment ago. It picks
-// at random below Linux's ephemeral range (32768-60999), where the kernel
-// never hands the port to an outgoing connection (a BGP dial, a database
-// client) between the choice and the test's bind, which ":0" ports are
-// exposed to; only another test picking the same one at random can still
-// take it.
+// FreePort returns a port reserved for t until it ends and free on every
+// address (see package porttest): no other running test gets the same
+// number, on any address.
 func FreePort(t testing.TB, addr string) int {
 	t.Helper()
-	for range 50 {
-		port := 20000 + rand.IntN(12768)
-		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatalf("find a free port on %s: %v", addr, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return porttest.Free(t, addr)
 }
 
 // Start writes the configuration and starts bird; it is stopped at cleanup.
@@ -152,6 +135,10 @@ func (r *Router) config() string {
 	for i, p := range r.Peers {
 		fmt.Fprintf(&b, "protocol bgp up%d {\n  local %s port %d as %d;\n  neighbor %s port %d as %d;\n",
 			i, r.Address, r.Port, r.ASN, p.Address, p.Port, p.ASN)
+		// Listen on its own address only: without it BIRD listens on the
+		// wildcard address and takes its port on every loopback address,
+		// and its own dial to a peer on that port lands on itself.
+		b.WriteString("  strict bind yes;\n")
 		// Loopback neighbors are not on a directly connected network.
 		b.WriteString("  multihop;\n  connect retry time 1;\n  error wait time 1, 2;\n")
 		if r.Password != "" {
