@@ -156,8 +156,11 @@ type Path struct {
 
 // Peer is one BGP neighbor.
 type Peer struct {
-	Address       string   `json:"address"`
-	ASN           uint32   `json:"asn"`
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	// Description is the neighbor's description from the configuration
+	// (which router it is); absent when none is set.
+	Description   string   `json:"description,omitempty"`
 	State         string   `json:"state"`
 	UptimeSeconds int64    `json:"uptime_seconds"`
 	Families      []string `json:"families"`
@@ -260,6 +263,7 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 	out := Peer{
 		Address:       p.Address,
 		ASN:           p.ASN,
+		Description:   p.Description,
 		State:         p.State,
 		UptimeSeconds: int64(p.Uptime.Seconds()),
 		Families:      fams,

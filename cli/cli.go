@@ -623,7 +623,7 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 // peerTable prints the sessions, then for each one that is not
 // established (or has flapped) why, as `birdc show protocols all` does.
 func peerTable(w io.Writer, peers []api.Peer) error {
-	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "RECEIVED/MAX", "FLAPS", "FAMILIES", "PROFILE")
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "RECEIVED/MAX", "FLAPS", "FAMILIES", "PROFILE", "DESCRIPTION")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
@@ -633,12 +633,16 @@ func peerTable(w io.Writer, peers []api.Peer) error {
 		if profile == "" {
 			profile = "-"
 		}
+		description := p.Description
+		if description == "" {
+			description = "-"
+		}
 		limit := "-"
 		if p.MaxPrefixes > 0 {
 			limit = strconv.FormatUint(uint64(p.MaxPrefixes), 10)
 		}
 		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
-			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Received)+"/"+limit, strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile)
+			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Received)+"/"+limit, strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile, description)
 	}
 	if err := t.flush(); err != nil {
 		return err
