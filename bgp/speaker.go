@@ -47,6 +47,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -516,7 +517,41 @@ func (s *Speaker) stopLocked(graceful bool) {
 	}
 	s.mirror.reset()
 	s.signal()
-	s.log.Info("speaker stopped", "graceful_restart", graceful)
+	if !graceful {
+		s.log.Info("speaker stopped", "graceful_restart", false)
+		return
+	}
+	// Graceful restart is each neighbor's setting: say which routers may
+	// keep the rules through the restart and which flush them now.
+	keep, flush := s.grPeers()
+	s.log.Info("speaker stopped", "graceful_restart_peers", keep, "flushing_peers", flush)
+}
+
+// grPeers names the configured neighbors (and peer groups) with graceful
+// restart on, and those with it off; "none" for an empty list.
+func (s *Speaker) grPeers() (on, off string) {
+	var yes, no []string
+	for _, n := range s.cfg.Neighbors {
+		if n.GracefulRestart {
+			yes = append(yes, n.Address.String())
+		} else {
+			no = append(no, n.Address.String())
+		}
+	}
+	for _, g := range s.cfg.PeerGroups {
+		if g.GracefulRestart {
+			yes = append(yes, "group "+g.Name)
+		} else {
+			no = append(no, "group "+g.Name)
+		}
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ",")
+	}
+	return list(yes), list(no)
 }
 
 // running returns the server if the speaker is between Start and Stop.

@@ -74,6 +74,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		return ob.nextExpiry
 	}
 	adds := r.schedule(p, empty, now, res)
+	r.logs.expect(len(adds) + len(p.Update) + len(p.Withdraw) + len(p.Retire) + len(p.Finish))
 	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &st)
 	storeErr = storeErr || finishErr
 	if !ok {
