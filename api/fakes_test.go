@@ -218,6 +218,7 @@ type fakeRIB struct {
 	ready bool
 	paths map[flowspec.Match]flowspec.Action
 	peers []bgp.PeerStatus
+	made  time.Time
 }
 
 // Delivery: every established peer has every path of the RIB (one family).
@@ -237,8 +238,19 @@ func (f *fakeRIB) Delivery(m flowspec.Match) (peers []string, total int) {
 // NotSent: no router profile holds anything back.
 func (f *fakeRIB) NotSent(flowspec.Match) []string { return nil }
 
+// PathAges: every path was announced when the fake was made.
+func (f *fakeRIB) PathAges(context.Context) (map[flowspec.Match]time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[flowspec.Match]time.Time{}
+	for m := range f.paths {
+		out[m] = f.made
+	}
+	return out, nil
+}
+
 func newFakeRIB() *fakeRIB {
-	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}}
+	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}, made: time.Now()}
 }
 
 func (f *fakeRIB) Paths(fn func(flowspec.Match, flowspec.Action)) bool {

@@ -407,19 +407,45 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 	return http.StatusOK, out, nil
 }
 
-// getRIB handles GET /v1/rib: actual state, sorted by family then match.
+// getRIB handles GET /v1/rib: actual state, sorted by family then match,
+// each path with the rule that asks for it, when it was announced and
+// which peers hold it.
 func (s *Server) getRIB(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	out := PathList{Paths: []Path{}}
 	id := scopeOf(r.Context())
+	var ms []flowspec.Match
 	ok := s.rib.Paths(func(m flowspec.Match, a flowspec.Action) {
 		if !id.sees(m) {
 			return // a scoped token sees only its prefixes
 		}
 		out.Paths = append(out.Paths, pathFromRIB(m, a))
+		ms = append(ms, m)
 	})
 	if !ok {
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "",
 			"the RIB mirror is not ready yet (the BGP speaker is starting); retry")
+	}
+	// What is known of each path; a part that cannot be read now is left
+	// out rather than failing the whole answer.
+	ages, _ := s.rib.PathAges(r.Context())
+	rules := map[flowspec.Match]int64{}
+	if ord, err := s.order.get(r.Context(), s.rules); err == nil {
+		for i := range ord.rules {
+			if sr := &ord.rules[i]; sr.State == store.Active && !sr.WithdrawRequested {
+				rules[sr.Rule.Match] = sr.ID
+			}
+		}
+	}
+	for i, m := range ms {
+		p := &out.Paths[i]
+		p.RuleID = rules[m]
+		if t, ok := ages[m]; ok {
+			t = t.UTC()
+			p.Since = &t
+		}
+		peers, total := s.rib.Delivery(m)
+		p.Peers = NonNil(peers)
+		p.AnnouncedTo = fmt.Sprintf("%d/%d", len(peers), total)
 	}
 	slices.SortFunc(out.Paths, func(a, b Path) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(a.Match, b.Match))

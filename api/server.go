@@ -67,6 +67,8 @@ type RIB interface {
 	// NotSent says, per configured peer whose router profile keeps m's
 	// rule back, why ("not sent to 127.0.0.4: frr resets sessions on !=").
 	NotSent(m flowspec.Match) []string
+	// PathAges says when each local path was announced (GET /v1/rib).
+	PathAges(ctx context.Context) (map[flowspec.Match]time.Time, error)
 }
 
 // DefaultMaxBodyBytes is the default request body limit.

@@ -152,6 +152,17 @@ type Path struct {
 	Match  string `json:"match"`
 	Action string `json:"action"`
 	Text   string `json:"text"` // "match ... then ..."
+	// RuleID is the active rule that asks for this path; absent for a
+	// path no rule asks for (an orphan the reconciler withdraws).
+	RuleID int64 `json:"rule_id,omitempty"`
+	// Since is when the path was announced, as the speaker's table
+	// records it.
+	Since *time.Time `json:"since,omitempty"`
+	// Peers are the established peers whose Adj-RIB-Out holds the path,
+	// and AnnouncedTo counts them against the configured peers of its
+	// family ("1/2").
+	Peers       []string `json:"peers"`
+	AnnouncedTo string   `json:"announced_to"`
 }
 
 // Peer is one BGP neighbor.

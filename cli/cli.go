@@ -593,9 +593,22 @@ func (c *cli) rib(ctx context.Context, args []string) error {
 	if *asJSON {
 		return c.printJSON(api.PathList{Paths: api.NonNil(paths)})
 	}
-	t := newTable(c.stdout, "FAMILY", "MATCH", "ACTION")
+	t := newTable(c.stdout, "RULE", "FAMILY", "AGE", "PEERS", "MATCH", "ACTION")
+	now := c.now()
 	for _, p := range paths {
-		t.row(p.Family, p.Match, p.Action)
+		// "-": a path no rule asks for (the reconciler withdraws it).
+		rule, age := "-", "-"
+		if p.RuleID != 0 {
+			rule = strconv.FormatInt(p.RuleID, 10)
+		}
+		if p.Since != nil {
+			age = shortDuration(now.Sub(*p.Since))
+		}
+		peers := p.AnnouncedTo
+		if len(p.Peers) > 0 {
+			peers += " " + strings.Join(p.Peers, ",")
+		}
+		t.row(rule, p.Family, age, peers, p.Match, p.Action)
 	}
 	return t.flush()
 }
