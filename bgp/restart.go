@@ -229,7 +229,7 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 		settledOver = false
 		s.log.Warn("compacting GoBGP's RIB: restarting the speaker", "leaked_destinations", leaked, "paths", s.Len())
 		if err := s.Restart(ctx); err != nil {
-			s.log.Error("compaction restart failed", "err", err)
+			s.log.Error("compaction restart failed", "error", err)
 			continue
 		}
 		// The old RIB is garbage now; hand its pages back to the OS at

@@ -7,7 +7,7 @@
 // later GoBGP is this package's change alone.
 //
 // GoBGP facts this package is built around (v4.8.0, read in its source and
-// measured; see ../shared/GOBGP-NOTES.md):
+// measured; the files that depend on each say where in GoBGP):
 //   - Every API call is a round trip into one server loop. Every call here
 //     is bounded by a timeout; a call that times out may still take effect
 //     later, so the mirror, not the call's result, is the truth about what

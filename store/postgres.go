@@ -190,7 +190,7 @@ func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) 
 		if stable {
 			backoff = minBackoff
 		}
-		log.Warn("change feed disconnected; reconnecting", "err", err, "backoff", backoff)
+		log.Warn("change feed disconnected; reconnecting", "error", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return
