@@ -82,7 +82,6 @@ func FreePort(t testing.TB, addr string) int {
 // Start writes the configuration and starts bird; it is stopped at cleanup.
 func Start(t testing.TB, o Options) *Router {
 	t.Helper()
-	bin := Binary(t)
 	if o.RouterID == "" {
 		o.RouterID = o.Address
 	}
@@ -91,14 +90,36 @@ func Start(t testing.TB, o Options) *Router {
 	}
 	dir := t.TempDir()
 	r := &Router{Options: o, Dir: dir, sock: filepath.Join(dir, "bird.ctl")}
-	if err := os.WriteFile(filepath.Join(dir, "bird.conf"), []byte(r.config()), 0o644); err != nil {
+	conf := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(conf, []byte(r.config()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	r.run(t, conf)
+	return r
+}
+
+// StartConfig starts bird on the configuration file conf as it is (a
+// shipped example): o says only what the test knows of it (Address for
+// the log). Its control socket, PID file and log are in a temporary
+// directory; it is stopped at cleanup.
+func StartConfig(t testing.TB, conf string, o Options) *Router {
+	t.Helper()
+	dir := t.TempDir()
+	r := &Router{Options: o, Dir: dir, sock: filepath.Join(dir, "bird.ctl")}
+	r.run(t, conf)
+	return r
+}
+
+// run starts bird on conf and waits for its control socket.
+func (r *Router) run(t testing.TB, conf string) {
+	t.Helper()
+	bin := Binary(t)
+	dir := r.Dir
 	logf, err := os.Create(filepath.Join(dir, "bird.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(bin, "-f", "-c", filepath.Join(dir, "bird.conf"), "-s", r.sock, "-P", filepath.Join(dir, "bird.pid"))
+	r.cmd = exec.Command(bin, "-f", "-c", conf, "-s", r.sock, "-P", filepath.Join(dir, "bird.pid"))
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start bird: %v", err)
@@ -109,17 +130,17 @@ func Start(t testing.TB, o Options) *Router {
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
-				t.Logf("bird log (%s):\n%s", o.Address, tail(string(b), 40))
+				t.Logf("bird log (%s):\n%s", r.Address, tail(string(b), 40))
 			}
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := r.Birdc("show", "status"); err == nil {
-			return r
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bird on %s did not open its control socket within 10s", o.Address)
+			t.Fatalf("bird on %s did not open its control socket within 10s", r.Address)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

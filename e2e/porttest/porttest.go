@@ -58,6 +58,27 @@ func Free(t testing.TB, addr string) int {
 	return 0
 }
 
+// Take reserves the given port number for t until it ends (a lab setup's
+// fixed port), and reports whether it could: false when another test holds
+// it or something listens on it, on any address.
+func Take(t testing.TB, port int) bool {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "ribkeeper-test-ports")
+	if err := os.MkdirAll(dir, 0o1777); err != nil {
+		t.Fatalf("port reservations: %v", err)
+	}
+	f, ok := reserve(dir, port)
+	if !ok {
+		return false
+	}
+	if !free("127.0.0.1", port) {
+		f.Close()
+		return false
+	}
+	t.Cleanup(func() { f.Close() })
+	return true
+}
+
 // reserve takes the lock of port; ok is false when another test holds it.
 func reserve(dir string, port int) (*os.File, bool) {
 	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
