@@ -13,6 +13,9 @@ type passLog struct {
 	// changes by kind.
 	failed  int
 	changed [3]int
+	// reannounced counts the announcements after a speaker restart
+	// among changed (a compaction should need none: the summary says).
+	reannounced int
 	// bulk is set for a pass that plans more than maxChangeLogs changes
 	// (the load at start, a bulk add): its lines per rule go to Debug and
 	// one summary line to Info.
@@ -71,6 +74,9 @@ func (l *passLog) end(log hclog.Logger) {
 	if n == 0 || (!l.bulk && n <= maxChangeLogs) {
 		return
 	}
-	log.Info(fmt.Sprintf("%d rule changes (one line per rule at debug level)", n),
-		"announced", c[changeAnnounced], "withdrawn", c[changeWithdrawn], "finished", c[changeFinished])
+	args := []any{"announced", c[changeAnnounced], "withdrawn", c[changeWithdrawn], "finished", c[changeFinished]}
+	if l.reannounced > 0 {
+		args = append(args, "reannounced", l.reannounced)
+	}
+	log.Info(fmt.Sprintf("%d rule changes (one line per rule at debug level)", n), args...)
 }

@@ -570,6 +570,7 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 	r.work.accepted(it.Match, opAnnounce, it.Action, now)
 	if kind == "add" && r.reannouncing {
 		r.reannounced.Add(1)
+		r.logs.reannounced++
 		kind = "reannounce"
 	}
 	// rowSeen: this row's path was seen in the RIB with the Action it
