@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 )
 
 // brokenWords lists the words (runs of non-space characters) in the text
@@ -169,6 +170,21 @@ func TestConsoleLayoutAndAlarm(t *testing.T) {
 	b.shot("overview-router-gone-800")
 	if broken := eval[string](b, brokenWords("#peer-alarm, #peers td")); broken != "" {
 		t.Errorf("at 800 px, words broken over lines in the alarm: %s", broken)
+	}
+	b.noProblems()
+}
+
+// A listener without tokens has no login: the header says so, and what
+// anyone reaching it may do, instead of the actor name "tcp".
+func TestConsoleTokenlessHeader(t *testing.T) {
+	b := newBrowser(t)
+	port := birdtest.FreePort(t, "127.0.0.1")
+	startAPIOnly(t, fmt.Sprintf("listen = %q\n", fmt.Sprintf("127.0.0.1:%d", port)))
+	b.step("open the console", chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/ui/", port)),
+		chromedp.WaitVisible(chromedp.CSS("#who")))
+	who := b.text("#who")
+	if !strings.Contains(who, "no login (listener without tokens)") || !strings.Contains(who, "can change rules") || strings.HasPrefix(who, "tcp") {
+		t.Errorf("header reads %q", who)
 	}
 	b.noProblems()
 }
