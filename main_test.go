@@ -115,7 +115,7 @@ text: match destination 2001:db8::/32 then rate-limit 1000 redirect-ip 2001:db8:
 		{[]string{"--family", "ipv6", "match protocol ==6 then ext6 0x00020000000000000000000000000000000000ab"}, `family: ipv6-flowspec
 nlri: 03038106
 ipv6-extended-community: 00020000000000000000000000000000000000ab (ext6 0x00020000000000000000000000000000000000ab)
-text: ipv6-flowspec match protocol ==6 then ext6 0x00020000000000000000000000000000000000ab
+text: ipv6-flowspec match protocol ==tcp then ext6 0x00020000000000000000000000000000000000ab
 `},
 		{[]string{"route 203.0.113.7/32 then blackhole community 64500:1"}, `family: ipv4-unicast
 nlri: 20cb007107

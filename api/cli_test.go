@@ -135,7 +135,7 @@ func TestCLIRIB(t *testing.T) {
 	ts := startServer(t)
 	ts.rib.announce(mustParse(t, ruleDiscard))
 	code, out, errOut := runCLI(t, ts.sock, "rib")
-	if code != 0 || !strings.HasPrefix(out, "FAMILY") || !strings.Contains(out, "ipv4-flowspec") {
+	if code != 0 || !strings.HasPrefix(out, "RULE  FAMILY") || !strings.Contains(out, "ipv4-flowspec") {
 		t.Errorf("rib: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, ts.sock, "rib", "--json")

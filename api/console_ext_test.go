@@ -32,7 +32,7 @@ func TestValidate(t *testing.T) {
 	if err := json.Unmarshal(body, &v); err != nil || code != 200 {
 		t.Fatalf("valid rule: %d %s", code, body)
 	}
-	if !v.Valid || v.Family != "ipv4-flowspec" || v.Text != "match destination 203.0.113.7/32 protocol ==17 then discard" ||
+	if !v.Valid || v.Family != "ipv4-flowspec" || v.Text != "match destination 203.0.113.7/32 protocol ==udp then discard" ||
 		v.ExpiresAt == nil || !v.ExpiresAt.Equal(now.Add(10*time.Minute)) {
 		t.Errorf("validation = %+v", v)
 	}
@@ -125,7 +125,7 @@ func TestCLIValidate(t *testing.T) {
 		{"rule", "add", "--dry-run", "match destination 203.0.113.7/32 protocol udp then discard"},
 	} {
 		code, out, errOut := runCLI(t, ts.sock, args...)
-		if code != 0 || out != "match destination 203.0.113.7/32 protocol ==17 then discard\n" || !strings.Contains(errOut, "nothing stored") {
+		if code != 0 || out != "match destination 203.0.113.7/32 protocol ==udp then discard\n" || !strings.Contains(errOut, "nothing stored") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}

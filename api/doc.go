@@ -77,6 +77,8 @@
 //	                                "max_active_rules": N}: who the request acts as
 //	                                ("cli" over the socket) and its scope (empty
 //	                                lists and 0: unlimited)
+//	GET    /v1/diff                 {"add", "update", "withdraw", ...}: what the next
+//	                                reconcile pass would change (see Diff)
 //	POST   /v1/validate             the body of POST /v1/rules, checked as it would be
 //	                                stored (same parser, same errors), nothing stored:
 //	                                200 {"valid", "family", "text" (canonical),
@@ -94,6 +96,10 @@
 //	GET    /ui/                     the console's pages, on TCP only and without a
 //	                                token (when WithConsole is given; / redirects)
 //	GET    /metrics                 Prometheus metrics (when WithMetrics is given)
+//	POST   /v1/shutdown             body {"withdraw": bool}: stop the daemon, first
+//	                                withdrawing every rule when withdraw is set (control
+//	                                socket only, when WithShutdown is given; see shutdown.go)
+//	GET    /debug/pprof/...         Go's runtime profiles (control socket only; pprof.go)
 //
 // A rule is
 //

@@ -29,6 +29,7 @@ func (f *fakeFeed) setLarge(t *testing.T, id int64, sites int) {
 		r.Sites = append(r.Sites, fmt.Sprintf("site-%06d-%s", i, strings.Repeat("x", 88)))
 	}
 	f.rules[id] = r
+	f.rev++
 }
 
 // ringBytes is what the ring's events hold, counted by the test itself.

@@ -24,3 +24,6 @@ func CheckTokens(tokens []Token) error {
 	_, err := newTokenSet(tokens)
 	return err
 }
+
+// PrecedenceBuilds counts the precedence orderings computed so far.
+func (s *Server) PrecedenceBuilds() uint64 { return s.order.builds.Load() }

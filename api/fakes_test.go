@@ -32,6 +32,15 @@ type fakeRules struct {
 	// notEarly is EarlyOK's answer when set: the store does not expect a
 	// write to commit (a full disk, a failed commit).
 	notEarly error
+	// rev moves with every change, as the store's revision.
+	rev int64
+}
+
+// Revision is the store's: it moves with every change.
+func (f *fakeRules) Revision(ctx context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rev, nil
 }
 
 // EarlyOK is the store's preflight: this fake's site is "default", the
@@ -87,6 +96,7 @@ func (f *fakeRules) History(ctx context.Context, id int64) ([]store.Event, error
 }
 
 func (f *fakeRules) record(id int64, kind store.EventKind, actor string) {
+	f.rev++
 	f.events[id] = append(f.events[id], store.Event{
 		ID: int64(len(f.events[id]) + 1), RuleID: id, At: time.Now().UTC(), Kind: kind, Actor: actor,
 	})
@@ -185,6 +195,17 @@ func (f *fakeRules) Withdraw(ctx context.Context, id int64, actor string) (store
 	return r, nil
 }
 
+// finish ends rule id in state st (withdrawn or expired), as the
+// reconciler does once its path is gone.
+func (f *fakeRules) finish(id int64, st store.State) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.rules[id]
+	r.State, r.WithdrawRequested = st, false
+	f.rules[id] = r
+	f.record(id, store.EventKind(st), "reconciler")
+}
+
 func (f *fakeRules) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -197,6 +218,7 @@ type fakeRIB struct {
 	ready bool
 	paths map[flowspec.Match]flowspec.Action
 	peers []bgp.PeerStatus
+	made  time.Time
 }
 
 // Delivery: every established peer has every path of the RIB (one family).
@@ -216,8 +238,19 @@ func (f *fakeRIB) Delivery(m flowspec.Match) (peers []string, total int) {
 // NotSent: no router profile holds anything back.
 func (f *fakeRIB) NotSent(flowspec.Match) []string { return nil }
 
+// PathAges: every path was announced when the fake was made.
+func (f *fakeRIB) PathAges(context.Context) (map[flowspec.Match]time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[flowspec.Match]time.Time{}
+	for m := range f.paths {
+		out[m] = f.made
+	}
+	return out, nil
+}
+
 func newFakeRIB() *fakeRIB {
-	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}}
+	return &fakeRIB{ready: true, paths: map[flowspec.Match]flowspec.Action{}, made: time.Now()}
 }
 
 func (f *fakeRIB) Paths(fn func(flowspec.Match, flowspec.Action)) bool {

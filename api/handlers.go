@@ -195,27 +195,46 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request) (int, any, er
 	if q.Has("limit") || q.Has("after") {
 		return s.listPage(r, state, order)
 	}
-	rules, err := s.rules.List(r.Context(), filter)
+	id := scopeOf(r.Context())
+	var (
+		rules []store.Rule
+		ord   *ordered
+		err   error
+	)
+	if order == OrderPrecedence && !id.scoped() {
+		// Every unscoped reader shares one ordering per store revision
+		// (precedence.go): many readers cost one sort, not one each.
+		ord, err = s.order.get(r.Context(), s.rules)
+		if ord != nil {
+			rules = ord.rules
+		}
+	} else {
+		rules, err = s.rules.List(r.Context(), filter)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
-	if state != "" {
-		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return ruleFromStore(sr).State != state })
+	keep := func(sr store.Rule) bool {
+		// A scoped token sees only the rules inside its prefixes.
+		return (filter == "" || sr.State == filter) && (state == "" || ruleFromStore(sr).State == state) && id.sees(sr.Rule.Match)
 	}
-	// A scoped token sees only the rules inside its prefixes.
-	id := scopeOf(r.Context())
-	rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return !id.sees(sr.Rule.Match) })
-	var shadowedBy map[int64]int64
-	switch order {
-	case OrderPrecedence:
-		shadowedBy = byPrecedence(rules)
-	case OrderExpires:
+	switch {
+	case ord != nil:
+	case order == OrderPrecedence:
+		rules = slices.DeleteFunc(rules, func(sr store.Rule) bool { return !keep(sr) })
+		ord = byPrecedence(rules)
+	case order == OrderExpires:
 		byExpiry(rules)
 	}
 	out := RuleList{Order: order, Rules: make([]Rule, 0, len(rules))}
 	for _, sr := range rules {
+		if !keep(sr) {
+			continue
+		}
 		rule := ruleFromStore(sr)
-		rule.ShadowedBy = shadowedBy[sr.ID]
+		if ord != nil {
+			ord.annotate(&rule)
+		}
 		s.withDelivery(&rule, sr)
 		out.Rules = append(out.Rules, rule)
 	}
@@ -297,7 +316,7 @@ const (
 func OrderText(order string) string {
 	switch order {
 	case OrderPrecedence:
-		return "in precedence order: the order routers apply them (RFC 8955 §5.1), IPv4 then IPv6, then inactive rules newest first"
+		return "in precedence order: active FlowSpec rules as routers apply them (RFC 8955 §5.1), IPv4 then IPv6; then active routes, newest first; then the rest, newest first"
 	case OrderExpires:
 		return "by expiry: soonest first, rules that never expire last"
 	}
@@ -321,58 +340,6 @@ func byExpiry(rules []store.Rule) {
 	})
 }
 
-// maxShadowCheck bounds the pairwise shadowing check: beyond this many
-// active FlowSpec rules of one family the list is still ordered but no
-// rule is reported as shadowed.
-const maxShadowCheck = 2000
-
-// byPrecedence sorts rules the way routers apply them (RFC 8955 §5.1,
-// RFC 8956): active FlowSpec rules first, IPv4 then IPv6, each family in
-// precedence order; then everything else, newest first. It returns, for
-// each active rule that a higher-precedence active rule fully shadows, the
-// id of the first such rule.
-func byPrecedence(rules []store.Rule) map[int64]int64 {
-	rank := func(r store.Rule) int {
-		switch {
-		case r.State != store.Active || r.WithdrawRequested || !r.Rule.Match.Family().IsFlowSpec():
-			return 2
-		case r.Rule.Match.Family() == flowspec.IPv4:
-			return 0
-		}
-		return 1
-	}
-	slices.SortStableFunc(rules, func(a, b store.Rule) int {
-		ra, rb := rank(a), rank(b)
-		switch {
-		case ra != rb:
-			return cmp.Compare(ra, rb)
-		case ra == 2:
-			return cmp.Compare(b.ID, a.ID)
-		}
-		return flowspec.Compare(a.Rule.Match, b.Rule.Match)
-	})
-	shadowed := map[int64]int64{}
-	for lo := 0; lo < len(rules); {
-		fam := rank(rules[lo])
-		hi := lo
-		for hi < len(rules) && rank(rules[hi]) == fam {
-			hi++
-		}
-		if fam < 2 && hi-lo <= maxShadowCheck {
-			for i := lo + 1; i < hi; i++ {
-				for j := lo; j < i; j++ {
-					if rules[j].Rule.Shadows(rules[i].Rule) {
-						shadowed[rules[i].ID] = rules[j].ID
-						break
-					}
-				}
-			}
-		}
-		lo = hi
-	}
-	return shadowed
-}
-
 // getRule handles GET /v1/rules/{id}.
 func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	id, err := ruleID(r)
@@ -389,6 +356,14 @@ func (s *Server) getRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 	}
 	out := ruleFromStore(sr)
 	s.withDelivery(&out, sr)
+	if !scopeOf(r.Context()).scoped() && out.State == string(store.Active) {
+		// Its place in the routers' order, and what shadows it, as the
+		// list shows them; the rule is shown without them if the order
+		// cannot be read now.
+		if ord, err := s.order.get(r.Context(), s.rules); err == nil {
+			ord.annotate(&out)
+		}
+	}
 	return http.StatusOK, out, nil
 }
 
@@ -436,19 +411,45 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) (int, any, e
 	return http.StatusOK, out, nil
 }
 
-// getRIB handles GET /v1/rib: actual state, sorted by family then match.
+// getRIB handles GET /v1/rib: actual state, sorted by family then match,
+// each path with the rule that asks for it, when it was announced and
+// which peers hold it.
 func (s *Server) getRIB(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	out := PathList{Paths: []Path{}}
 	id := scopeOf(r.Context())
+	var ms []flowspec.Match
 	ok := s.rib.Paths(func(m flowspec.Match, a flowspec.Action) {
 		if !id.sees(m) {
 			return // a scoped token sees only its prefixes
 		}
 		out.Paths = append(out.Paths, pathFromRIB(m, a))
+		ms = append(ms, m)
 	})
 	if !ok {
 		return 0, nil, newError(http.StatusServiceUnavailable, CodeUnavailable, "",
 			"the RIB mirror is not ready yet (the BGP speaker is starting); retry")
+	}
+	// What is known of each path; a part that cannot be read now is left
+	// out rather than failing the whole answer.
+	ages, _ := s.rib.PathAges(r.Context())
+	rules := map[flowspec.Match]int64{}
+	if ord, err := s.order.get(r.Context(), s.rules); err == nil {
+		for i := range ord.rules {
+			if sr := &ord.rules[i]; sr.State == store.Active && !sr.WithdrawRequested {
+				rules[sr.Rule.Match] = sr.ID
+			}
+		}
+	}
+	for i, m := range ms {
+		p := &out.Paths[i]
+		p.RuleID = rules[m]
+		if t, ok := ages[m]; ok {
+			t = t.UTC()
+			p.Since = &t
+		}
+		peers, total := s.rib.Delivery(m)
+		p.Peers = NonNil(peers)
+		p.AnnouncedTo = fmt.Sprintf("%d/%d", len(peers), total)
 	}
 	slices.SortFunc(out.Paths, func(a, b Path) int {
 		return cmp.Or(cmp.Compare(a.Family, b.Family), cmp.Compare(a.Match, b.Match))

@@ -177,7 +177,7 @@ ttl = "1h"
 		t.Fatalf("incidents show: exit %d, %q", code, errOut)
 	}
 	for _, want := range []string{"state:", "active (shadow: nothing is written)", "playbook:", "dns-amp, step 1 of 1", "attack id:", "fnm-77",
-		"rules:", "shadow", "match destination 192.0.2.10/32 protocol ==17 source-port ==53 then discard", "timeline:", "opened"} {
+		"rules:", "shadow", "match destination 192.0.2.10/32 protocol ==udp source-port ==53 then discard", "timeline:", "opened"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("incidents show lacks %q:\n%s", want, out)
 		}

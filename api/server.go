@@ -40,6 +40,9 @@ type Rules interface {
 	// Sites returns the sites known to the store (each appliance
 	// registers its own at start), sorted.
 	Sites(ctx context.Context) ([]string, error)
+	// Revision moves on every change of the rules or their status: what
+	// the precedence order is computed again for (precedence.go).
+	Revision(ctx context.Context) (int64, error)
 }
 
 // Gate is the one door of every write (implemented by *admit.Gate): it
@@ -69,6 +72,8 @@ type RIB interface {
 	// NotSent says, per configured peer whose router profile keeps m's
 	// rule back, why ("not sent to 127.0.0.4: frr resets sessions on !=").
 	NotSent(m flowspec.Match) []string
+	// PathAges says when each local path was announced (GET /v1/rib).
+	PathAges(ctx context.Context) (map[flowspec.Match]time.Time, error)
 }
 
 // DefaultMaxBodyBytes is the default request body limit.
@@ -195,6 +200,7 @@ type Server struct {
 	inner   http.Handler // routes with body limits and JSON 404/405, no auth
 	handler http.Handler // what the control socket serves
 	tcp     tcpState     // the TCP listener's tokens, names and origins
+	order   orderCache   // the precedence order, once per store revision
 }
 
 // New returns a Server that reads rules and rib and writes through gate.

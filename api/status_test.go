@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/api"
+	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/metrics"
 
 	"github.com/ribkeeper/ribkeeper/bgp"
@@ -149,6 +150,13 @@ func TestStatusLastPassAndSinceStart(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-errc })
 	waitListening(t, sock, errc)
 
+	// The changes are counted as the speaker accepts each (the
+	// reconciler tells the recorder), whether a pass or an early
+	// announcement made them.
+	for range 7 {
+		mx.Announced(flowspec.IPv4, "add")
+	}
+	mx.Announced(flowspec.IPv4, "update")
 	now := time.Now()
 	for _, p := range []reconcile.PassResult{
 		{Started: now.Add(-2 * time.Second), Added: 5, Adopted: 0},

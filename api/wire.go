@@ -136,6 +136,10 @@ type Rule struct {
 	// rule that routers apply first and that matches every packet this
 	// one matches with a final action: this rule can never apply.
 	ShadowedBy int64 `json:"shadowed_by,omitempty"`
+	// Precedence is an active FlowSpec rule's place in the order routers
+	// apply its family's rules in (1 first), in a list ordered by
+	// precedence and on a rule read alone; absent otherwise.
+	Precedence int `json:"precedence,omitempty"`
 }
 
 // StateWithdrawing is the state shown for an active rule whose withdrawal was
@@ -148,12 +152,26 @@ type Path struct {
 	Match  string `json:"match"`
 	Action string `json:"action"`
 	Text   string `json:"text"` // "match ... then ..."
+	// RuleID is the active rule that asks for this path; absent for a
+	// path no rule asks for (an orphan the reconciler withdraws).
+	RuleID int64 `json:"rule_id,omitempty"`
+	// Since is when the path was announced, as the speaker's table
+	// records it.
+	Since *time.Time `json:"since,omitempty"`
+	// Peers are the established peers whose Adj-RIB-Out holds the path,
+	// and AnnouncedTo counts them against the configured peers of its
+	// family ("1/2").
+	Peers       []string `json:"peers"`
+	AnnouncedTo string   `json:"announced_to"`
 }
 
 // Peer is one BGP neighbor.
 type Peer struct {
-	Address       string   `json:"address"`
-	ASN           uint32   `json:"asn"`
+	Address string `json:"address"`
+	ASN     uint32 `json:"asn"`
+	// Description is the neighbor's description from the configuration
+	// (which router it is); absent when none is set.
+	Description   string   `json:"description,omitempty"`
 	State         string   `json:"state"`
 	UptimeSeconds int64    `json:"uptime_seconds"`
 	Families      []string `json:"families"`
@@ -256,6 +274,7 @@ func peerFromBGP(p bgp.PeerStatus) Peer {
 	out := Peer{
 		Address:       p.Address,
 		ASN:           p.ASN,
+		Description:   p.Description,
 		State:         p.State,
 		UptimeSeconds: int64(p.Uptime.Seconds()),
 		Families:      fams,

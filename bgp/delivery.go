@@ -142,7 +142,7 @@ func (s *Speaker) refreshDelivery() {
 		})
 	})
 	if err != nil {
-		s.log.Warn("cannot read peer families for delivery status", "err", err)
+		s.log.Warn("cannot read peer families for delivery status", "error", err)
 		return
 	}
 	s.delivery.mu.Lock()

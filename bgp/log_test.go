@@ -2,11 +2,17 @@ package bgp
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
+	"net/netip"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
 func TestGoBGPLogger(t *testing.T) {
@@ -33,4 +39,43 @@ func TestGoBGPLogger(t *testing.T) {
 	if len(seen) != 1 || seen[0] != "failed to set md5" {
 		t.Errorf("observed %v", seen)
 	}
+}
+
+// The stop line names the routers that keep the rules through a restart
+// (graceful restart on) and those that flush them, instead of one
+// graceful_restart=true for every neighbor.
+func TestStopLogNamesGracefulRestartPeers(t *testing.T) {
+	var buf syncBuffer
+	cfg := Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1, Neighbors: []Neighbor{
+		{Address: netip.MustParseAddr("127.0.0.2"), ASN: 65001, Port: 1, Families: []flowspec.Family{flowspec.IPv4}, GracefulRestart: true},
+		{Address: netip.MustParseAddr("127.0.0.3"), ASN: 65002, Port: 1, Families: []flowspec.Family{flowspec.IPv4}},
+	}}
+	s := New(hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info}), cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	out := buf.String()
+	if !strings.Contains(out, "speaker stopped: graceful_restart_peers=127.0.0.2 flushing_peers=127.0.0.3") {
+		t.Errorf("stop line does not name the peers by their graceful restart:\n%s", out)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -163,6 +163,11 @@ func (s *Speaker) deletePeer(ctx context.Context, n Neighbor) error {
 		return err
 	}
 	delete(s.added, n.Address.Unmap())
+	// Forgotten: if a reload adds it back, its next session is a first
+	// one, not a reset.
+	s.peers.mu.Lock()
+	delete(s.peers.state, addr)
+	s.peers.mu.Unlock()
 	s.log.Info("peer deleted", "peer", addr)
 	return nil
 }

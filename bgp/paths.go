@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	gobgp "github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -208,7 +209,7 @@ func (s *Speaker) flowspecPath(r flowspec.Rule, mask uint8) (*apiutil.Path, erro
 	if err != nil {
 		return nil, &RefusedError{Match: r.Match, Reason: "action cannot be encoded: " + err.Error()}
 	}
-	return &apiutil.Path{Family: gobgpFamily(r.Match.Family()), Nlri: nlri, Attrs: attrs}, nil
+	return &apiutil.Path{Family: gobgpFamily(r.Match.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()}, nil
 }
 
 // addPaths hands paths to GoBGP in one call. GoBGP answers a failed batch
@@ -305,7 +306,7 @@ func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []fl
 				if m.Family() == flowspec.IPv6 {
 					attrs = s.tomb6
 				}
-				tombs = append(tombs, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs})
+				tombs = append(tombs, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()})
 				tombIdx = append(tombIdx, i)
 				// Counted as leaked until a Restart drops it, also when
 				// the rule was not in the RIB (the mirror may lag, so a
@@ -503,3 +504,9 @@ func decodeAttr(b []byte) (gobgp.PathAttributeInterface, error) {
 	}
 	return at, nil
 }
+
+// pathAge is the timestamp of a path announced now, in Unix seconds.
+// GoBGP keeps it as the path's age (the gobgp CLI's "Age" column, a
+// router's view is its own); without it every path reads as announced at
+// the Unix epoch, ~20,000 days ago.
+func pathAge() int64 { return time.Now().Unix() }

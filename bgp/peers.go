@@ -205,6 +205,9 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 	if msg := pe.Peer.State.DisconnectMessage; msg != "" && st != gobgp.BGP_FSM_ESTABLISHED && sessionError(pe.Peer.State.DisconnectReason) {
 		info.lastErr, info.lastErrAt = msg, now
 	}
+	// A reset is a session that was up, went down and came back: a
+	// neighbor's first session (at start, or added by a reload) is not.
+	wasUp := info.everUp
 	if st == gobgp.BGP_FSM_ESTABLISHED {
 		info.everUp = true
 	}
@@ -225,7 +228,7 @@ func (s *Speaker) onPeerEvent(pe *apiutil.WatchEventMessage_PeerEvent) {
 	if known && old == st {
 		return
 	}
-	if known && st == gobgp.BGP_FSM_ESTABLISHED {
+	if known && wasUp && st == gobgp.BGP_FSM_ESTABLISHED {
 		s.restarts.peerUps.Add(1)
 	}
 	if fn := s.peerChange; fn != nil && (st == gobgp.BGP_FSM_ESTABLISHED || (known && old == gobgp.BGP_FSM_ESTABLISHED)) {

@@ -229,7 +229,7 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 		settledOver = false
 		s.log.Warn("compacting GoBGP's RIB: restarting the speaker", "leaked_destinations", leaked, "paths", s.Len())
 		if err := s.Restart(ctx); err != nil {
-			s.log.Error("compaction restart failed", "err", err)
+			s.log.Error("compaction restart failed", "error", err)
 			continue
 		}
 		// The old RIB is garbage now; hand its pages back to the OS at
@@ -271,4 +271,35 @@ func (s *Speaker) ribRules(ctx context.Context, srv *server.BgpServer) ([]flowsp
 		}
 	}
 	return rules, nil
+}
+
+// PathAges returns when each local path in the RIB was announced (the
+// timestamp GoBGP keeps with it, see pathAge), tombstones left out. It
+// lists GoBGP's tables: for an operator's look at the RIB, not for
+// anything that runs per change.
+func (s *Speaker) PathAges(ctx context.Context) (map[flowspec.Match]time.Time, error) {
+	srv, err := s.running()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[flowspec.Match]time.Time, s.Len())
+	for _, fam := range []flowspec.Family{flowspec.IPv4, flowspec.IPv6, flowspec.IPv4Unicast, flowspec.IPv6Unicast} {
+		err := s.call(ctx, "list rib "+fam.String(), func() error {
+			return srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: gobgpFamily(fam)},
+				func(n gobgp.NLRI, ps []*apiutil.Path) {
+					for _, p := range ps {
+						if !isLocal(p) || p.Age <= 0 || (!fam.IsRoute() && s.isTombstone(p.Attrs)) {
+							continue
+						}
+						if m, err := decodeNLRI(fam, n); err == nil {
+							out[m] = time.Unix(p.Age, 0)
+						}
+					}
+				})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -7,7 +7,7 @@
 // later GoBGP is this package's change alone.
 //
 // GoBGP facts this package is built around (v4.8.0, read in its source and
-// measured; see ../shared/GOBGP-NOTES.md):
+// measured; the files that depend on each say where in GoBGP):
 //   - Every API call is a round trip into one server loop. Every call here
 //     is bounded by a timeout; a call that times out may still take effect
 //     later, so the mirror, not the call's result, is the truth about what
@@ -47,6 +47,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -524,7 +525,41 @@ func (s *Speaker) stopLocked(graceful bool) {
 	}
 	s.mirror.reset()
 	s.signal()
-	s.log.Info("speaker stopped", "graceful_restart", graceful)
+	if !graceful {
+		s.log.Info("speaker stopped", "graceful_restart", false)
+		return
+	}
+	// Graceful restart is each neighbor's setting: say which routers may
+	// keep the rules through the restart and which flush them now.
+	keep, flush := s.grPeers()
+	s.log.Info("speaker stopped", "graceful_restart_peers", keep, "flushing_peers", flush)
+}
+
+// grPeers names the configured neighbors (and peer groups) with graceful
+// restart on, and those with it off; "none" for an empty list.
+func (s *Speaker) grPeers() (on, off string) {
+	var yes, no []string
+	for _, n := range s.cfg.Neighbors {
+		if n.GracefulRestart {
+			yes = append(yes, n.Address.String())
+		} else {
+			no = append(no, n.Address.String())
+		}
+	}
+	for _, g := range s.cfg.PeerGroups {
+		if g.GracefulRestart {
+			yes = append(yes, "group "+g.Name)
+		} else {
+			no = append(no, "group "+g.Name)
+		}
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ",")
+	}
+	return list(yes), list(no)
 }
 
 // running returns the server if the speaker is between Start and Stop.

@@ -161,7 +161,7 @@ func routePath(m flowspec.Match, a flowspec.Action) (*apiutil.Path, error) {
 		}
 		attrs = append(attrs, gobgp.NewPathAttributeCommunities(vals))
 	}
-	return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs}, nil
+	return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()}, nil
 }
 
 // decodeRouteAction reads the communities and next hop of a unicast path.

@@ -646,9 +646,22 @@ func (c *cli) rib(ctx context.Context, args []string) error {
 	if *asJSON {
 		return c.printJSON(api.PathList{Paths: api.NonNil(paths)})
 	}
-	t := newTable(c.stdout, "FAMILY", "MATCH", "ACTION")
+	t := newTable(c.stdout, "RULE", "FAMILY", "AGE", "PEERS", "MATCH", "ACTION")
+	now := c.now()
 	for _, p := range paths {
-		t.row(p.Family, p.Match, p.Action)
+		// "-": a path no rule asks for (the reconciler withdraws it).
+		rule, age := "-", "-"
+		if p.RuleID != 0 {
+			rule = strconv.FormatInt(p.RuleID, 10)
+		}
+		if p.Since != nil {
+			age = shortDuration(now.Sub(*p.Since))
+		}
+		peers := p.AnnouncedTo
+		if len(p.Peers) > 0 {
+			peers += " " + strings.Join(p.Peers, ",")
+		}
+		t.row(rule, p.Family, age, peers, p.Match, p.Action)
 	}
 	return t.flush()
 }
@@ -676,7 +689,7 @@ func (c *cli) peers(ctx context.Context, args []string) error {
 // peerTable prints the sessions, then for each one that is not
 // established (or has flapped) why, as `birdc show protocols all` does.
 func peerTable(w io.Writer, peers []api.Peer) error {
-	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "RECEIVED/MAX", "FLAPS", "FAMILIES", "PROFILE")
+	t := newTable(w, "PEER", "ASN", "STATE", "UPTIME", "SENT", "HELD BACK", "RECEIVED/MAX", "FLAPS", "FAMILIES", "PROFILE", "DESCRIPTION")
 	for _, p := range peers {
 		uptime := "-"
 		if p.UptimeSeconds > 0 {
@@ -686,12 +699,16 @@ func peerTable(w io.Writer, peers []api.Peer) error {
 		if profile == "" {
 			profile = "-"
 		}
+		description := p.Description
+		if description == "" {
+			description = "-"
+		}
 		limit := "-"
 		if p.MaxPrefixes > 0 {
 			limit = strconv.FormatUint(uint64(p.MaxPrefixes), 10)
 		}
 		t.row(p.Address, strconv.FormatUint(uint64(p.ASN), 10), p.State, uptime,
-			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Received)+"/"+limit, strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile)
+			strconv.Itoa(p.Sent), strconv.Itoa(p.HeldBack), strconv.Itoa(p.Received)+"/"+limit, strconv.Itoa(p.Flaps), strings.Join(p.Families, ","), profile, description)
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -28,7 +28,7 @@ func (c *cli) route(ctx context.Context, args []string) error {
 	case "list", "ls":
 		return c.routeList(ctx, args[1:])
 	case "withdraw", "rm", "delete":
-		return c.ruleWithdraw(ctx, "route withdraw", args[1:])
+		return c.routeWithdraw(ctx, args[1:])
 	}
 	return usagef("route", "unknown subcommand %q: use add, list or withdraw", args[0])
 }
@@ -107,4 +107,28 @@ func (c *cli) routeList(ctx context.Context, args []string) error {
 		t.row(strconv.FormatInt(r.ID, 10), r.State, r.Text, expiresIn(r.ExpiresAt, now), yesNo(r.Announced), r.Reason)
 	}
 	return t.flush()
+}
+
+// routeWithdraw withdraws a route by id, and refuses an id that names a
+// FlowSpec rule: "route withdraw" must not take a filter off the routers
+// by a mistyped id. (A rule's family never changes, so the check holds.)
+func (c *cli) routeWithdraw(ctx context.Context, args []string) error {
+	fs := c.flagSet("route withdraw")
+	pos, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID("route withdraw", pos)
+	if err != nil {
+		return err
+	}
+	r, err := c.client.GetRule(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !strings.HasSuffix(r.Family, "-unicast") {
+		return fmt.Errorf("rule %d is a FlowSpec rule (%s), not a route: nothing withdrawn; "+
+			"to withdraw it, run: ribkeeper rule withdraw %d (route list shows the routes)", id, safeText(r.Family), id)
+	}
+	return c.ruleWithdraw(ctx, "route withdraw", pos)
 }

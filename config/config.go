@@ -9,7 +9,11 @@
 // those problems, said in the operator's terms, not the end of the check
 // (decode.go); only a TOML syntax error stops it, as nothing after one can
 // be read.
-// Nothing in the returned Config needs checking again by its users.
+// Nothing in the returned Config needs checking again by its users, with
+// one exception: the static rules ([[rule]]) are checked against the
+// guardrails after loading (admit.CheckStatic, which needs the guard
+// package config cannot import), and each refusal is reported as an error
+// of the file with its key and line (Config.Problem).
 package config
 
 import (

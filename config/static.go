@@ -30,8 +30,8 @@ type staticRuleFile struct {
 const maxStaticReason = 512
 
 // staticRules validates the [[rule]] entries: rule text, one entry per
-// match, site names and the reason. The guardrails are package guard's
-// (guard.CheckStatic; report with Config.Problem).
+// match, site names and the reason. The guardrails are checked after
+// loading (admit.CheckStatic; reported with Config.Problem).
 func (v *validator) staticRules(rules []staticRuleFile, c *Config) {
 	seen := map[flowspec.Match]int{}
 	for i, f := range rules {

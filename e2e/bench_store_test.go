@@ -138,6 +138,9 @@ func (storeBenchRIB) Paths(func(flowspec.Match, flowspec.Action)) bool { return 
 func (storeBenchRIB) Peers(context.Context) ([]bgp.PeerStatus, error)  { return nil, nil }
 func (storeBenchRIB) Delivery(flowspec.Match) ([]string, int)          { return nil, 0 }
 func (storeBenchRIB) NotSent(flowspec.Match) []string                  { return nil }
+func (storeBenchRIB) PathAges(context.Context) (map[flowspec.Match]time.Time, error) {
+	return nil, nil
+}
 
 // storeBenchAPI serves an api.Server over st on a unix socket and returns
 // an HTTP client for it that keeps enough connections open for parallel

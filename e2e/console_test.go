@@ -292,8 +292,8 @@ func TestConsole(t *testing.T) {
 	b.step("overview shows the BIRD session established",
 		chromedp.WaitVisible(chromedp.CSS(`#peers tr[data-peer="127.0.0.2"] .p-established`)))
 	who := b.text("#who")
-	if !strings.Contains(who, "ops") || !strings.Contains(who, "write") {
-		t.Errorf("header says %q, want the token name ops and write", who)
+	if !strings.Contains(who, "ops") || !strings.Contains(who, "can change rules") {
+		t.Errorf("header says %q, want the token name ops and what it may do", who)
 	}
 	b.shot("2-overview")
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -63,12 +65,68 @@ func (d *daemon) logCount(re string) int {
 	return len(regexp.MustCompile(re).FindAll(b, -1))
 }
 
+// sinceStart reads the totals since start from status --json (the
+// console's "Since start" and the drift metrics read the same counters).
+func (d *daemon) sinceStart() api.Totals {
+	d.t.Helper()
+	var st api.Status
+	out := d.mustCLI("status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.SinceStart == nil {
+		d.t.Fatalf("status --json: %v: %s", err, out)
+	}
+	return *st.SinceStart
+}
+
+// driftOf is the drift part of t.
+func driftOf(t api.Totals) [5]uint64 {
+	return [5]uint64{t.Readded, t.OrphansWithdrawn, t.Replaced, t.SpeakerRestarts, t.PeerResets}
+}
+
+// expectDrift waits until the drift counters are want (readded, orphans
+// withdrawn, replaced, speaker restarts, peer resets) and fails if they
+// pass it.
+func expectDrift(t *testing.T, d *daemon, what string, want [5]uint64) {
+	t.Helper()
+	var got [5]uint64
+	waitFor(t, 30*time.Second, what+": drift counters "+fmt.Sprint(want), func() bool {
+		got = driftOf(d.sinceStart())
+		for i := range got {
+			if got[i] > want[i] {
+				t.Fatalf("%s: drift counters (readded, orphans, replaced, speaker restarts, peer resets) = %v, want %v", what, got, want)
+			}
+		}
+		return got == want
+	})
+}
+
 // Every kind of drift, injected for real through GoBGP's gRPC API (the
-// stock gobgp CLI's way in) or at BIRD, is repaired and checked in BIRD.
+// stock gobgp CLI's way in) or at BIRD, is repaired and checked in BIRD,
+// and counted once under its own kind; an operator's own add, update and
+// withdrawal and a peer's first session count as no drift.
 func TestDriftRepairedInBIRD(t *testing.T) {
 	d, bird := setup(t)
 	grpcPort := birdtest.FreePort(t, "127.0.0.1")
 	withConfig(t, d, bird, "listen_port", fmt.Sprintf("grpc_listen = \"127.0.0.1:%d\"\ncompact_after = 20", grpcPort))
+
+	// The session that just came up is the daemon's first with BIRD.
+	expectDrift(t, d, "first session", [5]uint64{})
+	t.Run("operator's own changes", func(t *testing.T) {
+		id := d.addRule("--ttl", "1h", ruleText(50))
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "added", func(m map[string]birdtest.Route) bool { return m[driftFlow(50)].Attrs != nil })
+		d.mustCLI("rule", "add", "--ttl", "1h", strings.Replace(ruleText(50), "discard", "rate-limit 1000", 1))
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "updated", func(m map[string]birdtest.Route) bool {
+			r, ok := m[driftFlow(50)]
+			return ok && r.Attrs["BGP.ext_community"] != discardExt
+		})
+		d.mustCLI("rule", "withdraw", id)
+		bird.WaitRoutes(t, "ft4", 10*time.Second, "withdrawn", func(m map[string]birdtest.Route) bool { return len(m) == 0 })
+		waitFor(t, 30*time.Second, "rule withdrawn", func() bool { return d.show(id)["state"] == "withdrawn" })
+		tot := d.sinceStart()
+		if tot.Added != 1 || tot.Updated != 1 || tot.Withdrawn != 1 {
+			t.Errorf("since start: added %d, updated %d, withdrawn %d; want 1 each", tot.Added, tot.Updated, tot.Withdrawn)
+		}
+		expectDrift(t, d, "add, update, withdraw", [5]uint64{})
+	})
 
 	conn, err := grpc.Dial(fmt.Sprintf("127.0.0.1:%d", grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -112,6 +170,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		}
 		waitFor(t, 10*time.Second, "re-add logged", func() bool { return d.logCount(`op=readd`) >= 1 })
 		bird.WaitRoutes(t, "ft4", 10*time.Second, "rule 0 back", all)
+		expectDrift(t, d, "re-added", [5]uint64{1, 0, 0, 0, 0})
 	})
 
 	t.Run("foreign path", func(t *testing.T) {
@@ -121,6 +180,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		}
 		waitFor(t, 10*time.Second, "orphan withdrawal logged", func() bool { return d.logCount(`op=orphan`) >= 1 })
 		bird.WaitRoutes(t, "ft4", 10*time.Second, "only our three rules", all)
+		expectDrift(t, d, "orphan", [5]uint64{1, 1, 0, 0, 0})
 	})
 
 	t.Run("action changed", func(t *testing.T) {
@@ -131,6 +191,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		}
 		waitFor(t, 10*time.Second, "replace logged", func() bool { return d.logCount(`op=replace`) >= 1 })
 		bird.WaitRoutes(t, "ft4", 10*time.Second, "discard again", all)
+		expectDrift(t, d, "replaced", [5]uint64{1, 1, 1, 0, 0})
 	})
 
 	t.Run("peer reset", func(t *testing.T) {
@@ -139,6 +200,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		}
 		waitFor(t, 30*time.Second, "session back", func() bool { return bird.Established(0) })
 		bird.WaitRoutes(t, "ft4", 10*time.Second, "full table again after the reset", all)
+		expectDrift(t, d, "peer reset", [5]uint64{1, 1, 1, 0, 1})
 	})
 
 	t.Run("speaker restarted", func(t *testing.T) {
@@ -160,6 +222,9 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 		if n := d.logCount(`op=reannounce`); n != 0 {
 			t.Errorf("%d re-announcements logged after the compaction, want 0", n)
 		}
+		// The compaction's restart is counted as one; the sessions it
+		// brings up again on the new speaker are not peer resets.
+		expectDrift(t, d, "speaker restarted", [5]uint64{1, 1, 1, 1, 1})
 	})
 }
 

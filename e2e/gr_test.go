@@ -562,7 +562,8 @@ func TestCompactionHitlessWithGR(t *testing.T) {
 	if low.n6 < grRules6 || low.n4 < grRules4 {
 		t.Errorf("BIRD held only %d+%d of %d+%d rules during the compaction: not hitless", low.n4, low.n6, grRules4, grRules6)
 	}
-	if n := d.logCount(`op=reannounce`); n != 0 {
-		t.Errorf("%d rules announced again after the compaction, want 0", n)
+	// One line per rule (a pass of a few), or the summary of a bulk pass.
+	if n := d.logCount(`op=reannounce|reannounced=[1-9]`); n != 0 {
+		t.Errorf("%d log lines of rules announced again after the compaction, want 0", n)
 	}
 }

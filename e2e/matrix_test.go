@@ -163,6 +163,20 @@ var matrixCases = []matrixCase{
 		exa:  "flow destination-ipv4 10.20.14.0/24 | redirect-to-nexthop-ietf 192.0.2.1, rate-limit:0, action sample, redirect:65000:100, mark 10",
 	},
 	{
+		// The IPv6 rules' actions as the IPv4 ones: FRR takes
+		// traffic-rate-packets on an IPv6 rule too, printed as unknown.
+		text: "match destination 2001:db8:23::/48 then rate-limit-packets 500",
+		bird: "flow6 { dst 2001:db8:23::/48; } | (generic, 0x800c0000, 0x43fa0000)",
+		frr:  shows("UNK:128, 12", "FRR 8.4 does not know traffic-rate-packets (0x800c), on an IPv6 rule as on an IPv4 one"),
+		exa:  "flow destination-ipv6 2001:db8:23::/48/0 | 0x800c000043fa0000",
+	},
+	{
+		text: "match destination 2001:db8:24::/48 then rate-limit 125000",
+		bird: "flow6 { dst 2001:db8:24::/48; } | (generic, 0x80060000, 0x47f42400)",
+		frr:  "Destination Address 2001:db8:24::/48/off 0 | FS:rate 125000.000000",
+		exa:  "flow destination-ipv6 2001:db8:24::/48/0 | rate-limit:125000",
+	},
+	{
 		text: "match destination 2001:db8:20::/48 then redirect-ip 2001:db8::1",
 		// BIRD 2.0.12 keeps attribute 25 (0x19) undecoded: type 0x000c,
 		// the address, local administrator 0.

@@ -38,7 +38,7 @@ var birdVectors = []struct {
 	// value normalised to 0. (A label ==0x12345678 is refused:
 	// TestDecodeErrors.)
 	{IPv6, "1e 01 67 3d 01 12 34 56 78 98 02 08 00 c0 03 81 06 04 03 14 45 28 91 01 11 0d a0 12 34 56 78",
-		"destination ::891:a2b3:c400:0/103 offset 61 source c000::/8 protocol ==6 port >=20&<=40 ==273 label false",
+		"destination ::891:a2b3:c400:0/103 offset 61 source c000::/8 protocol ==tcp port >=20&<=40 ==273 label false",
 		"1e 01 67 3d 01 12 34 56 78 80 02 08 00 c0 03 81 06 04 03 14 45 28 91 01 11 0d a0 00 00 00 00"},
 }
 

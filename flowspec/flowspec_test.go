@@ -26,21 +26,24 @@ var wireTests = []struct {
 	alias []string
 }{
 	// RFC 8955 example 1.
-	{IPv4, "destination 192.0.2.0/24 protocol ==6 port ==25", "0b 01 18 c0 00 02 03 81 06 04 81 19",
-		[]string{"port 25 destination 192.0.2.0/24 protocol tcp", "match destination 192.0.2.0/24 protocol '==tcp' port =25"}},
+	{IPv4, "destination 192.0.2.0/24 protocol ==tcp port ==25", "0b 01 18 c0 00 02 03 81 06 04 81 19",
+		[]string{"port 25 destination 192.0.2.0/24 protocol tcp", "match destination 192.0.2.0/24 protocol '==6' port =25"}},
 	// RFC 8955 example 2.
 	{IPv4, "destination 192.0.2.0/24 source 203.0.113.0/24 port ==137 ==139 ==8080", "12 01 18 c0 00 02 02 18 cb 00 71 04 01 89 01 8b 91 1f 90",
 		[]string{"source 203.0.113.0/24 destination 192.0.2.0/24 port '==137 ==139 ==8080'"}},
-	{IPv4, "destination 203.0.113.7/32 protocol ==17 source-port ==53", "0c 01 20 cb 00 71 07 03 81 11 06 81 35",
-		[]string{"match destination 203.0.113.7 protocol udp source-port ==53"}},
+	{IPv4, "destination 203.0.113.7/32 protocol ==udp source-port ==53", "0c 01 20 cb 00 71 07 03 81 11 06 81 35",
+		[]string{"match destination 203.0.113.7 protocol 17 source-port ==53"}},
+	// A protocol without a name, and an operator other than == and !=,
+	// print as numbers.
+	{IPv4, "protocol ==23 >=200", "05 03 01 17 83 c8", nil},
 	{IPv4, "destination-port >=1024&<=2048 ==80", "09 05 13 04 00 55 08 00 81 50", []string{"destination-port '>=1024&<=2048 ==80'"}},
 	// RFC 8955 Table 1: true is lt|gt|eq = 111, false is 000.
 	{IPv4, "port !=0 true false", "07 04 06 00 07 00 80 00", nil},
 	{IPv4, "destination 10.21.4.0/24 port true", "08 01 18 0a 15 04 04 87 00", nil},
 	{IPv4, "destination 0.0.0.0/0", "02 01 00", nil},
 	{IPv6, "destination 2001:db8::/32", "07 01 20 00 20 01 0d b8", nil},
-	{IPv6, "destination 2001:db8::/32 source ::1:0:0/96 offset 64 protocol ==6", "11 01 20 00 20 01 0d b8 02 60 40 00 00 00 01 03 81 06", nil},
-	{IPv6, "protocol ==58 icmp-type ==128 label ==1048575", "0c 03 81 3a 07 81 80 0d a1 00 0f ff ff", nil},
+	{IPv6, "destination 2001:db8::/32 source ::1:0:0/96 offset 64 protocol ==tcp", "11 01 20 00 20 01 0d b8 02 60 40 00 00 00 01 03 81 06", nil},
+	{IPv6, "protocol ==ipv6-icmp icmp-type ==128 label ==1048575", "0c 03 81 3a 07 81 80 0d a1 00 0f ff ff", []string{"next-header ==58 icmp-type ==128 label ==1048575"}},
 	// The flow label is always 4 octets (RFC 8956 §3.7: SHOULD).
 	{IPv6, "label ==5 >=256&<=65536 true", "15 0d 21 00 00 00 05 23 00 00 01 00 65 00 01 00 00 a7 00 00 00 00", nil},
 	{IPv4, "tcp-flags =S&!=A !R 0x100", "0a 09 01 02 43 10 02 04 90 01 00", nil},
@@ -87,7 +90,7 @@ func TestWire(t *testing.T) {
 
 func TestRuleRoundTrip(t *testing.T) {
 	for _, s := range []string{
-		"match destination 203.0.113.7/32 protocol ==17 source-port ==53 then discard",
+		"match destination 203.0.113.7/32 protocol ==udp source-port ==53 then discard",
 		"match destination 10.0.0.0/24 then rate-limit 1000",
 		"match destination 10.0.0.0/24 then rate-limit 1.5 as 65000",
 		"match destination 10.0.0.0/24 then rate-limit-packets 500",
@@ -98,8 +101,8 @@ func TestRuleRoundTrip(t *testing.T) {
 		"match destination 10.0.0.0/24 then redirect 0.65000:100",
 		"match destination 10.0.0.0/24 then redirect 4200000000:7",
 		"match destination 2001:db8::/32 then redirect-ip 2001:db8::1",
-		"ipv6-flowspec match protocol ==6 then discard",
-		"match protocol ==6 then ext 0x0102030405060708 discard",
+		"ipv6-flowspec match protocol ==tcp then discard",
+		"match protocol !=udp then ext 0x0102030405060708 discard",
 	} {
 		r, err := Parse(s)
 		if err != nil {

@@ -242,7 +242,12 @@ func numericName(c Component, k int) string {
 	s := c.String()
 	s = s[strings.IndexByte(s, ' ')+1:]
 	items := strings.FieldsFunc(s, func(r rune) bool { return r == ' ' || r == '&' })
-	return strings.TrimRight(items[k], "0123456789")
+	it := items[k]
+	if it == "true" || it == "false" {
+		return it
+	}
+	// The operator, before the value (a number, or a protocol's name).
+	return it[:len(it)-len(strings.TrimLeft(it, "=<>!"))]
 }
 
 // The committed seed corpora must exist: a fuzz target whose folder is

@@ -459,6 +459,44 @@ func parseUint(s string) (uint64, error) {
 
 const protocolNames = "icmp, igmp, ipip, tcp, egp, igp, udp, rsvp, gre, esp, ah, ipv6-icmp, ospf, pim, sctp"
 
+// protocolName is the name canonical text gives protocol v ("" for a
+// number without one): the first name protocolNumber reads as v.
+func protocolName(v uint32) string {
+	switch v {
+	case 1:
+		return "icmp"
+	case 2:
+		return "igmp"
+	case 4:
+		return "ipip"
+	case 6:
+		return "tcp"
+	case 8:
+		return "egp"
+	case 9:
+		return "igp"
+	case 17:
+		return "udp"
+	case 46:
+		return "rsvp"
+	case 47:
+		return "gre"
+	case 50:
+		return "esp"
+	case 51:
+		return "ah"
+	case 58:
+		return "ipv6-icmp"
+	case 89:
+		return "ospf"
+	case 103:
+		return "pim"
+	case 132:
+		return "sctp"
+	}
+	return ""
+}
+
 func protocolNumber(s string) (uint32, bool) {
 	switch strings.ToLower(s) {
 	case "icmp":

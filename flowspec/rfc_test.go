@@ -149,7 +149,7 @@ var decodeLeniencies = []struct {
 }{
 	// Reserved operator bits: "MUST be set to 0 on NLRI encoding and MUST
 	// be ignored during decoding".
-	{"RFC 8955 §4.2.1.1 numeric reserved bit 0x08", IPv4, "03 03 89 06", "03 03 81 06", "protocol ==6"},
+	{"RFC 8955 §4.2.1.1 numeric reserved bit 0x08", IPv4, "03 03 89 06", "03 03 81 06", "protocol ==tcp"},
 	{"RFC 8955 §4.2.1.2 bitmask reserved bits 0x0c", IPv4, "03 09 8d 02", "03 09 81 02", "tcp-flags =S"},
 	{"RFC 8955 §4.2.1.2 bitmask reserved bits 0x0c, fragment", IPv4, "03 0c 86 02", "03 0c 82 02", "fragment !is-fragment"},
 	// AND on the first operator: "MUST be treated as always unset on
@@ -172,9 +172,9 @@ var decodeLeniencies = []struct {
 	{"RFC 8956 §3.6 reserved fragment bits (DF position)", IPv6, "03 0c 81 03", "03 0c 81 02", "fragment =is-fragment"},
 	// Widths the RFCs only recommend (SHOULD): accepted, re-encoded at the
 	// canonical width.
-	{"RFC 8955 §4.2.2.3 protocol in 2 octets (SHOULD 1)", IPv4, "04 03 91 00 06", "03 03 81 06", "protocol ==6"},
-	{"RFC 8955 §4.2.2.3 protocol in 8 octets (SHOULD 1)", IPv4, "0a 03 b1 00 00 00 00 00 00 00 11", "03 03 81 11", "protocol ==17"},
-	{"RFC 8956 §3.3 next header in 4 octets (SHOULD 1)", IPv6, "06 03 a1 00 00 00 3a", "03 03 81 3a", "protocol ==58"},
+	{"RFC 8955 §4.2.2.3 protocol in 2 octets (SHOULD 1)", IPv4, "04 03 91 00 06", "03 03 81 06", "protocol ==tcp"},
+	{"RFC 8955 §4.2.2.3 protocol in 8 octets (SHOULD 1)", IPv4, "0a 03 b1 00 00 00 00 00 00 00 11", "03 03 81 11", "protocol ==udp"},
+	{"RFC 8956 §3.3 next header in 4 octets (SHOULD 1)", IPv6, "06 03 a1 00 00 00 3a", "03 03 81 3a", "protocol ==ipv6-icmp"},
 	{"RFC 8955 §4.2.2.4 port in 4 octets (SHOULD 1 or 2)", IPv4, "06 04 a1 00 00 00 50", "03 04 81 50", "port ==80"},
 	{"RFC 8955 §4.2.2.4 port in 2 octets below 256 (minimal is canonical)", IPv4, "04 04 91 00 50", "03 04 81 50", "port ==80"},
 	{"RFC 8955 §4.2.2.5 destination port in 4 octets (SHOULD 1 or 2)", IPv4, "06 05 a1 00 00 1f 90", "04 05 91 1f 90", "destination-port ==8080"},
@@ -189,7 +189,7 @@ var decodeLeniencies = []struct {
 	{"RFC 8955 §4.2.1.1 Table 1 value of false ignored, any width", IPv4, "06 04 a0 ff ff ff ff", "03 04 80 00", "port false"},
 	// The NLRI length: "If the NLRI length is smaller than 240 (0xf0 hex)
 	// octets, the length field can be encoded as a single octet."
-	{"RFC 8955 §4.1 2-octet length form below 240", IPv4, "f0 06 01 08 0a 03 81 06", "06 01 08 0a 03 81 06", "destination 10.0.0.0/8 protocol ==6"},
+	{"RFC 8955 §4.1 2-octet length form below 240", IPv4, "f0 06 01 08 0a 03 81 06", "06 01 08 0a 03 81 06", "destination 10.0.0.0/8 protocol ==tcp"},
 }
 
 func TestDecodeLeniencies(t *testing.T) {

@@ -84,6 +84,11 @@ func (c Component) appendText(b []byte) []byte {
 			case OpLT | OpGT:
 				b = append(b, "!="...)
 			}
+			if name := protocolName(v); t == Protocol && name != "" && (op&numCmpMask == OpEQ || op&numCmpMask == OpLT|OpGT) {
+				// ==udp, not ==17: what the operator typed reads back.
+				b = append(b, name...)
+				continue
+			}
 			b = strconv.AppendUint(b, uint64(v), 10)
 			continue
 		}

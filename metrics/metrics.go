@@ -164,9 +164,9 @@ func (m *Metrics) PassDone(p reconcile.PassResult) {
 		t.ErrorPasses++
 	}
 	if !p.DryRun {
-		t.Added += uint64(p.Added)
-		t.Updated += uint64(p.Updated)
-		t.Withdrawn += uint64(p.Withdrawn)
+		// Added, Updated and Withdrawn are counted as the speaker accepts
+		// each change (Announced, Withdrawn): an early announcement is
+		// made outside any pass, and the pass that follows adopts it.
 		t.Finished += uint64(p.Finished)
 	}
 	t.Errors += uint64(p.Errors)
@@ -186,11 +186,21 @@ func (m *Metrics) PassTotals() api.Totals {
 // Announced implements reconcile.Recorder.
 func (m *Metrics) Announced(f flowspec.Family, op string) {
 	m.announcements.WithLabelValues(f.String(), op).Inc()
+	m.totalsMu.Lock()
+	if op == "update" || op == "replace" {
+		m.totals.Updated++
+	} else {
+		m.totals.Added++
+	}
+	m.totalsMu.Unlock()
 }
 
 // Withdrawn implements reconcile.Recorder.
 func (m *Metrics) Withdrawn(f flowspec.Family, op string) {
 	m.withdrawals.WithLabelValues(f.String(), op).Inc()
+	m.totalsMu.Lock()
+	m.totals.Withdrawn++
+	m.totalsMu.Unlock()
 }
 
 // ExpiryLateness implements reconcile.Recorder.

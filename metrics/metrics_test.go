@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/e2e/porttest"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -71,12 +73,7 @@ type mxRig struct {
 
 func mxFreePort(t *testing.T, addr string) int32 {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
+	return int32(porttest.Free(t, addr))
 }
 
 // newMxRig wires real parts as main.go does: SQLite store, an embedded

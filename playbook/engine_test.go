@@ -178,8 +178,8 @@ func (r *rig) active() map[string]store.Rule {
 }
 
 const (
-	rateLimit = "match destination 203.0.113.10/32 protocol ==17 destination-port ==53 then rate-limit 125000"
-	discard   = "match destination 203.0.113.10/32 protocol ==17 destination-port ==53 then discard"
+	rateLimit = "match destination 203.0.113.10/32 protocol ==udp destination-port ==53 then rate-limit 125000"
+	discard   = "match destination 203.0.113.10/32 protocol ==udp destination-port ==53 then discard"
 	rtbh      = "route 203.0.113.10/32 then blackhole"
 )
 
@@ -526,7 +526,7 @@ func TestRestartKeepsIncidents(t *testing.T) {
 	// Escalation by time goes on from when the step began.
 	r.clk.Advance(30 * time.Second)
 	r.eventually("step 2 after the restart", func() bool { return r.incident(1).Step == 1 })
-	r.wantActive("after the restart", discard, "match destination 203.0.113.11/32 protocol ==17 destination-port ==53 then rate-limit 125000")
+	r.wantActive("after the restart", discard, "match destination 203.0.113.11/32 protocol ==udp destination-port ==53 then rate-limit 125000")
 	r.stop()
 
 	// Down past incident 2's hold-down: it ends at the first pass.
@@ -668,7 +668,7 @@ ttl = "1h"
 func TestIPv6Target(t *testing.T) {
 	r := newRig(t, base+escalating)
 	r.accept(sig("2001:db8::10/128", signals.Start))
-	r.wantActive("ipv6", "match destination 2001:db8::10/128 protocol ==17 destination-port ==53 then rate-limit 125000")
+	r.wantActive("ipv6", "match destination 2001:db8::10/128 protocol ==udp destination-port ==53 then rate-limit 125000")
 	r.clk.Advance(time.Minute)
 	r.eventually("step 2", func() bool { return r.incident(1).Step == 1 })
 	r.clk.Advance(2 * time.Minute)

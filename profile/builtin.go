@@ -38,7 +38,9 @@ var frr = &Profile{
 	ItemsWhy:   "resets sessions on more than 5 items in one component",
 	NoActions: map[uint16]string{
 		// Measured: taken, printed as "UNK:128, 12" / "UNK:0, 12": the
-		// rule would be installed without its action.
+		// rule would be installed without its action. traffic-rate-packets
+		// alike on IPv4 and IPv6 rules (e2e TestReceiverMatrix,
+		// TestFRRProfileBothFamilies).
 		flowspec.ExtTrafficRatePackets: "does not know traffic-rate-packets (0x800c)",
 		flowspec.ExtRedirectIP6:        "does not decode the IPv6 redirect-to-IP community",
 	},

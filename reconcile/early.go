@@ -134,10 +134,26 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 		return
 	}
 	r.log.Debug("announcing ahead of the commit", "text", rule)
-	r.early.add(rule.Match, r.now().Add(EarlyGrace), nil)
+	call := make(chan struct{})
+	r.early.add(rule.Match, r.now().Add(EarlyGrace), call)
 	go func() {
+		defer close(call)
+		op := "add"
+		if a, present, _ := r.s.Path(rule.Match); present {
+			if a == rule.Action {
+				op = "" // already as asked: nothing changes on the routers
+			} else {
+				op = "update"
+			}
+		}
 		if err := r.s.Announce(context.Background(), []flowspec.Rule{rule})[0]; err != nil {
-			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "err", err)
+			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "error", err)
+			return
+		}
+		if op != "" {
+			// The pass that follows adopts this path: it is counted here,
+			// once, as the change it is (an operator's, not drift).
+			r.recorder().Announced(rule.Match.Family(), op)
 		}
 	}()
 }
@@ -164,8 +180,13 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
 	r.leaving.add(m, r.now().Add(EarlyGrace), call)
 	go func() {
 		defer close(call)
+		_, present, _ := r.s.Path(m)
 		if err := r.s.Withdraw(context.Background(), []flowspec.Match{m})[0]; err != nil {
-			r.log.Debug("early withdrawal failed; the reconciler withdraws after the commit", "match", m, "err", err)
+			r.log.Debug("early withdrawal failed; the reconciler withdraws after the commit", "match", m, "error", err)
+			return
+		}
+		if present {
+			r.recorder().Withdrawn(m.Family(), "retire")
 		}
 	}()
 }
@@ -174,7 +195,9 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
 // of m is done, committed or failed: the next pass treats the path like
 // any other (a failed write's path is an orphan, unless something else
 // desires it; a failed withdrawal's rule is announced again). It waits
-// for a withdrawal made ahead of the commit to have reached the speaker.
+// for the speaker call made ahead of the commit to have returned, so that
+// the pass that follows sees what it did (and neither announces nor
+// counts the change a second time).
 func (r *Reconciler) Settle(m flowspec.Match) {
 	a, w := r.early.end(m), r.leaving.end(m)
 	if a || w {

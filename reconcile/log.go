@@ -10,9 +10,16 @@ import (
 // dead speaker must not write a line per rule.
 type passLog struct {
 	// failed counts the rule failures of the pass; changed the rule
-	// changes by kind, and info those of them written at Info.
-	failed        int
-	changed, info [3]int
+	// changes by kind.
+	failed  int
+	changed [3]int
+	// reannounced counts the announcements after a speaker restart
+	// among changed (a compaction should need none: the summary says).
+	reannounced int
+	// bulk is set for a pass that plans more than maxChangeLogs changes
+	// (the load at start, a bulk add): its lines per rule go to Debug and
+	// one summary line to Info.
+	bulk bool
 }
 
 // maxFailLogs bounds the per-rule failure lines of one pass: when the
@@ -20,10 +27,11 @@ type passLog struct {
 // bury everything else.
 const maxFailLogs = 20
 
-// maxChangeLogs bounds the per-rule Info lines of one pass ("rule
-// announced", "rule withdrawn", "rule finished"): a bulk load of 100,000
-// rules logs the first ones, then the rest at Debug and one summary line.
-const maxChangeLogs = 100
+// maxChangeLogs is the most rule changes a pass logs one by one at Info
+// ("rule announced", "rule withdrawn", "rule finished"): an operator's
+// own changes are seen, and a start with 100 rules, or a bulk load of
+// 100,000, writes one summary line instead.
+const maxChangeLogs = 10
 
 // Kinds of rule change logged (index into passLog.changed).
 const (
@@ -35,13 +43,15 @@ const (
 // begin starts a pass's counts.
 func (l *passLog) begin() { *l = passLog{} }
 
-// change logs one rule change: at Info for the first maxChangeLogs
-// changes of the pass, at Debug after that (the arguments are formatted
-// only if the line is written).
+// expect says how many rule changes the pass plans.
+func (l *passLog) expect(n int) { l.bulk = n > maxChangeLogs }
+
+// change logs one rule change: at Info in a pass of a few changes, at
+// Debug in a bulk one (the arguments are formatted only if the line is
+// written).
 func (l *passLog) change(log hclog.Logger, kind int, msg string, args ...any) {
 	l.changed[kind]++
-	if l.changed[0]+l.changed[1]+l.changed[2] <= maxChangeLogs {
-		l.info[kind]++
+	if !l.bulk && l.changed[0]+l.changed[1]+l.changed[2] <= maxChangeLogs {
 		log.Info(msg, args...)
 	} else if log.IsDebug() {
 		log.Debug(msg, args...)
@@ -59,13 +69,14 @@ func (l *passLog) end(log hclog.Logger) {
 	if n := l.failed - maxFailLogs; n > 0 {
 		log.Warn("more rules failed; not logged one by one", "count", n)
 	}
-	c, in := l.changed, l.info
-	more := c[0] + c[1] + c[2] - in[0] - in[1] - in[2]
-	if more <= 0 {
+	c := l.changed
+	n := c[0] + c[1] + c[2]
+	if n == 0 || (!l.bulk && n <= maxChangeLogs) {
 		return
 	}
-	log.Info(fmt.Sprintf("and %d more rule changes (logged at debug level)", more),
-		"announced", c[changeAnnounced]-in[changeAnnounced],
-		"withdrawn", c[changeWithdrawn]-in[changeWithdrawn],
-		"finished", c[changeFinished]-in[changeFinished])
+	args := []any{"announced", c[changeAnnounced], "withdrawn", c[changeWithdrawn], "finished", c[changeFinished]}
+	if l.reannounced > 0 {
+		args = append(args, "reannounced", l.reannounced)
+	}
+	log.Info(fmt.Sprintf("%d rule changes (one line per rule at debug level)", n), args...)
 }

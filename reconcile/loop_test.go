@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -478,6 +479,64 @@ func TestDriftCounters(t *testing.T) {
 	if d := r.Drift(); d != (DriftCounts{Readded: 1, Replaced: 1}) {
 		t.Errorf("drift = %+v", d)
 	}
+}
+
+// An operator's update announced ahead of its commit is not put back to
+// the old action by a pass that still reads the old row, and is counted
+// once, as an update, not as drift.
+func TestEarlyUpdateIsNotDrift(t *testing.T) {
+	rec := &countRecorder{}
+	r, st, sp := newTest(t, Config{Recorder: rec})
+	a := testRule(t, 1, discard())
+	id := st.add(a, time.Time{})
+	pass(t, r)
+	pass(t, r) // adopts: the path was seen as asked
+	if res := r.LastPass(); res.Adopted != 1 {
+		t.Fatalf("not adopted: %+v", res)
+	}
+	upd := a
+	upd.Action = rateLimit(42)
+	r.AnnounceEarly(upd)
+	eventually(t, 5*time.Second, "early update in the RIB", func() bool { return sp.snapshot()[a.Match] == upd.Action })
+	// A pass that still reads the old row (the commit has not landed).
+	if res := pass(t, r); res.Updated != 0 || sp.snapshot()[a.Match] != upd.Action {
+		t.Fatalf("the pass put the old action back: %+v, RIB %v", res, sp.snapshot()[a.Match])
+	}
+	st.update(id, upd.Action, time.Time{})
+	r.Settle(a.Match)
+	if res := pass(t, r); res.Updated != 0 || res.Adopted != 1 {
+		t.Fatalf("after the commit: %+v", res)
+	}
+	if d := r.Drift(); d != (DriftCounts{}) {
+		t.Errorf("drift = %+v, want none", d)
+	}
+	if got := rec.ops(); got != "add update" {
+		t.Errorf("recorded %q, want the add and one update", got)
+	}
+}
+
+// countRecorder records the ops of the changes it is told about.
+type countRecorder struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (c *countRecorder) PassDone(PassResult) {}
+func (c *countRecorder) Announced(_ flowspec.Family, op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, op)
+}
+func (c *countRecorder) Withdrawn(_ flowspec.Family, op string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, "withdraw:"+op)
+}
+func (c *countRecorder) ExpiryLateness(time.Duration) {}
+func (c *countRecorder) ops() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.log, " ")
 }
 
 func TestPreview(t *testing.T) {

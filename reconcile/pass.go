@@ -41,7 +41,7 @@ func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (ne
 	r.log.Log(lvl, "pass", "added", res.Added, "updated", res.Updated,
 		"withdrawn", res.Withdrawn, "adopted", res.Adopted, "finished", res.Finished,
 		"orphans", res.Orphans, "pending", res.Pending, "errors", res.Errors,
-		"capped", res.Capped, "dry_run", res.DryRun, "duration", res.Duration, "err", res.Err)
+		"capped", res.Capped, "dry_run", res.DryRun, "duration", res.Duration, "error", res.Err)
 	return nextExpiry, nextRetry
 }
 
@@ -74,6 +74,7 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 		return ob.nextExpiry
 	}
 	adds := r.schedule(p, empty, now, res)
+	r.logs.expect(len(adds) + len(p.Update) + len(p.Withdraw) + len(p.Retire) + len(p.Finish))
 	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &st)
 	storeErr = storeErr || finishErr
 	if !ok {
@@ -149,14 +150,14 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 		res.Errors++
 		res.Err = "desired state unreadable: " + err.Error()
 		res.partial = true
-		r.log.Warn("cannot read desired state; doing nothing", "err", err)
+		r.log.Warn("cannot read desired state; doing nothing", "error", err)
 		return ob, false
 	default:
 		ob.storeOK, r.rereadWanted = false, true
 		res.Errors++
 		res.Err = "desired state unreadable, working from the last rows read: " + err.Error()
 		res.partial = true
-		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "err", err)
+		r.log.Warn("cannot read desired state; using the last rows read, withdrawing no orphans", "error", err)
 	}
 
 	// Nothing changed since a pass that found nothing to do: the same plan
@@ -375,7 +376,7 @@ func (r *Reconciler) finished(items []Item, errs []error, res *PassResult) (fail
 		if err := errs[i]; err != nil {
 			failed = true
 			res.Errors++
-			r.log.Warn("cannot finish rule", "rule", it.ID, "state", it.State, "err", err)
+			r.log.Warn("cannot finish rule", "rule", it.ID, "state", it.State, "error", err)
 			continue
 		}
 		res.Finished++
@@ -400,7 +401,7 @@ func (r *Reconciler) report(ctx context.Context, st *statusBatch, storeOK bool, 
 		if _, err := st.flush(ctx, r.d, &r.src, r.now); err != nil {
 			storeErr, unwritten = true, true
 			res.Errors++
-			r.log.Warn("cannot write rule status", "err", err)
+			r.log.Warn("cannot write rule status", "error", err)
 		}
 	}
 	if unwritten {
@@ -558,9 +559,9 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 		switch {
 		case !r.logs.failure():
 		case term:
-			r.log.Error("rule rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
+			r.log.Error("rule rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "error", err)
 		default:
-			r.log.Warn("announce failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "err", err)
+			r.log.Warn("announce failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "error", err)
 		}
 		return
 	}
@@ -570,6 +571,7 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 	r.work.accepted(it.Match, opAnnounce, it.Action, now)
 	if kind == "add" && r.reannouncing {
 		r.reannounced.Add(1)
+		r.logs.reannounced++
 		kind = "reannounce"
 	}
 	// rowSeen: this row's path was seen in the RIB with the Action it
@@ -636,9 +638,9 @@ func (r *Reconciler) withdrawn(it Item, kind string, err error, now time.Time, r
 		switch {
 		case !r.logs.failure():
 		case term:
-			r.log.Error("withdraw rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "err", err)
+			r.log.Error("withdraw rejected; not retrying", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "error", err)
 		default:
-			r.log.Warn("withdraw failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "err", err)
+			r.log.Warn("withdraw failed; will retry", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule(), "retry_in", retryIn, "error", err)
 		}
 		return
 	}

@@ -126,7 +126,12 @@ func (p *Plan) orphan(m flowspec.Match, a flowspec.Action) {
 // withdrawal (see Config.MaxWithdrawPerPass).
 func (p *Plan) limit(early, leaving *earlySet, max int) {
 	if early != nil {
+		// An early path is the write on its way: not an orphan, and not
+		// a path to put back to the action the store held before that
+		// write (an operator's update would otherwise flap and count as
+		// drift).
 		p.Withdraw = early.spare(p.Withdraw)
+		p.Update = early.spare(p.Update)
 	}
 	if leaving != nil {
 		p.Add = leaving.spare(p.Add)

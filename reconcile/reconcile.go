@@ -199,7 +199,8 @@ type PassResult struct {
 	// pass and the periodic resync); other passes read only what changed.
 	Full bool
 	// Incremental is set for a pass that compared only the Matches that
-	// may have changed since the previous pass (see DirtyTracker); others
+	// may have changed since the previous pass (Speaker.DrainDirty and the
+	// store's changes since the last revision read); others
 	// compare every desired rule with every path. Adopted and Orphans
 	// still count all Matches adopted and the orphans among those compared.
 	Incremental bool

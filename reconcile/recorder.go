@@ -8,8 +8,10 @@ import (
 
 // Recorder is told about events the loop cannot expose as state (a metrics
 // sink, e.g. *metrics.Metrics). State such as LastPass and Drift is read by
-// polling instead. Methods are called from the pass goroutine and must be
-// quick; they must not call back into the Reconciler.
+// polling instead. Methods are called from the pass goroutine (Announced
+// and Withdrawn also from the goroutine of an early announcement or
+// withdrawal, see AnnounceEarly) and must be quick and safe for concurrent
+// use; they must not call back into the Reconciler.
 type Recorder interface {
 	// PassDone is called once per pass with its result.
 	PassDone(PassResult)

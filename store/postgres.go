@@ -273,13 +273,13 @@ func (e *pgEngine) listen(ctx context.Context, signal func(), log hclog.Logger) 
 		switch {
 		case listened:
 			fails = 0
-			log.Warn("change feed disconnected; reconnecting", "err", err)
+			log.Warn("change feed disconnected; reconnecting", "error", err)
 		case fails == 0:
 			fails++
-			log.Warn("change feed cannot reconnect; retrying at least once a second until it can", "err", err)
+			log.Warn("change feed cannot reconnect; retrying at least once a second until it can", "error", err)
 		default:
 			fails++
-			log.Debug("change feed still cannot reconnect", "err", err, "attempts", fails, "backoff", backoff)
+			log.Debug("change feed still cannot reconnect", "error", err, "attempts", fails, "backoff", backoff)
 		}
 		select {
 		case <-ctx.Done():

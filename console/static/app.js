@@ -79,10 +79,29 @@
     return Math.round(s * 1e6) + ' µs';
   }
 
+  // A moment in the browser's time zone, which it names (the API's
+  // times are UTC): "25/11/2026, 20:15:03 UTC", "…, 21:15:03 CET".
   function fmtTime(iso) {
     if (!iso) return '';
     const t = new Date(iso);
-    return t.toLocaleString(undefined, {hour12: false});
+    return t.toLocaleString(undefined, {hour12: false, timeZoneName: 'short'});
+  }
+
+  // Rule text as words that never break inside (an address, tcp-flags,
+  // ==443): a line breaks only between words.
+  function words(text) {
+    const out = el('span', {class: 'words'});
+    String(text).split(' ').forEach((w, i) => {
+      if (i) out.append(' ');
+      out.append(el('span', {class: 'nw', text: w}));
+    });
+    return out;
+  }
+
+  // A value of a history entry: times in the same form as elsewhere.
+  function historyValue(k, v) {
+    if (v && /_at$/.test(k) && !isNaN(Date.parse(v))) return fmtTime(v);
+    return v || '""';
   }
 
   function ago(iso) {
@@ -222,8 +241,11 @@
     $('#nav').hidden = false;
     $('#nav-add').hidden = !write;
     const who = $('#who');
-    clear(who).append(el('span', {text: S.me.name}), ' ',
-      el('span', {class: 'badge ' + (write ? 'b-write' : 'b-read'), text: write ? 'write' : 'read-only'}));
+    // A listener without tokens has no login and names its requests
+    // "tcp": say what that means instead.
+    const name = S.token === '' ? 'no login (listener without tokens)' : S.me.name;
+    clear(who).append(el('span', {text: name, title: S.token === '' ? 'anyone who can reach this listener has these rights' : 'the token you logged in with'}), ' ',
+      el('span', {class: 'badge ' + (write ? 'b-write' : 'b-read'), text: write ? 'can change rules' : 'read-only'}));
     // A scoped token sees and changes only rules inside its prefixes.
     if ((S.me.prefixes || []).length) {
       who.append(' ', el('span', {class: 'scope', title: 'this token sees and changes only rules inside these prefixes',
@@ -535,15 +557,42 @@
     const c = st.rules || {};
     const card = (label, n, cls, sub) => el('div', {class: 'count ' + (cls || '')},
       el('div', {class: 'n', text: String(n === undefined ? '–' : n)}), el('div', {class: 'label', text: label}),
-      sub ? el('div', {class: 'muted small', text: sub}) : null);
-    const fam = Object.entries(c.by_family || {}).map(([f, n]) => f + ' ' + n).join(', ');
+      sub ? el('div', {class: 'muted small'}, sub) : null);
+    // One family and its count never break over two lines.
+    const fam = el('span', {});
+    Object.entries(c.by_family || {}).forEach(([f, n], i) => {
+      if (i) fam.append(', ');
+      fam.append(el('span', {class: 'nw', text: f + ' ' + n}));
+    });
+    const peers = st.peers || [];
+    const down = peers.filter((p) => p.state !== 'established');
+    const none = peers.length > 0 && down.length === peers.length;
     counts.append(
       card('active', c.active, 'c-active', fam),
-      card('announced', c.announced, 'c-announced', 'by this site'),
+      // Announced to the speaker: with every session down no router
+      // holds them, and the card says so instead of staying calm.
+      card('announced', c.announced, none && c.announced ? 'c-alarm' : 'c-announced',
+        none && c.announced ? 'by this site, but no router has them: every session is down' : 'by this site'),
       card('withdrawing', c.withdrawing, 'c-withdrawing'),
       card('withdrawn', c.withdrawn),
       card('expired', c.expired),
-      card('peers up', (st.peers || []).filter((p) => p.state === 'established').length + '/' + (st.peers || []).length, 'c-peers'));
+      card('peers up', (peers.length - down.length) + '/' + peers.length, down.length ? 'c-alarm' : 'c-peers',
+        down.length ? down.length + ' down' : ''));
+    const alarm = clear($('#peer-alarm'));
+    alarm.hidden = !down.length;
+    if (down.length) {
+      alarm.append(el('strong', {text: none
+        ? 'No router is reachable: every BGP session is down, so no rule reaches the network.'
+        : down.length + ' of ' + peers.length + ' BGP sessions down: those routers do not get the rules.'}));
+      const ul = el('ul', {});
+      for (const p of down) {
+        ul.append(el('li', {},
+          el('span', {class: 'nw mono', text: p.address}), p.description ? ' (' + p.description + ')' : '',
+          ' ' + p.state + (p.since ? ' for ' + fmtDur((Date.now() - Date.parse(p.since)) / 1000) : ''),
+          p.last_error ? ': ' + p.last_error : '', p.hint ? el('div', {class: 'small', text: p.hint}) : null));
+      }
+      alarm.append(ul);
+    }
 
     // A scoped token sees its own rules' counts, not the appliance's
     // passes nor the paths sent to each peer.
@@ -568,7 +617,7 @@
     const t = st.since_start;
     if (t) {
       ss.append(el('p', {class: 'muted', text: 'since ' + fmtTime(t.started)}));
-      ss.append(kv([['passes', t.passes], ['passes with errors', t.error_passes], ['added', t.added], ['withdrawn', t.withdrawn],
+      ss.append(kv([['passes', t.passes], ['passes with errors', t.error_passes], ['added', t.added], ['updated', t.updated], ['withdrawn', t.withdrawn],
         ['drift: re-added', t.readded], ['drift: orphans withdrawn', t.orphans_withdrawn], ['drift: replaced', t.replaced],
         ['speaker restarts', t.speaker_restarts], ['peer resets', t.peer_resets]]));
     }
@@ -580,8 +629,9 @@
       if (!up && pr.last_error) why.push(el('div', {text: pr.last_error + (pr.last_error_at ? ' (' + ago(pr.last_error_at) + ')' : '')}));
       if (!up && pr.hint) why.push(el('div', {class: 'muted small', text: pr.hint}));
       if (up && pr.last_error) why.push(el('div', {class: 'muted small', text: 'last down: ' + pr.last_error}));
-      tb.append(el('tr', {'data-peer': pr.address},
-        el('td', {class: 'mono', text: pr.address}),
+      tb.append(el('tr', {'data-peer': pr.address, class: up ? '' : 'down'},
+        el('td', {}, el('span', {class: 'mono nw', text: pr.address}),
+          pr.description ? el('div', {class: 'muted small peer-desc', text: pr.description}) : null),
         el('td', {text: String(pr.asn)}),
         el('td', {}, peerBadge(pr.state)),
         el('td', up && pr.since ? {'data-since': pr.since, text: fmtDur((Date.now() - Date.parse(pr.since)) / 1000)}
@@ -717,21 +767,21 @@
     if (S.view !== 'rules') return;
     const tb = clear($('#rules-table tbody'));
     const shown = S.rules.filter(matches);
-    let pos = 0;
     for (const r of shown.slice(0, MAX_ROWS)) {
-      const active = r.state === 'active' && !r.family.endsWith('unicast');
-      if (active) pos++;
+      // The place in the routers' order comes from the server: the same
+      // under any filter.
+      const prec = r.state === 'active' ? r.precedence : 0;
       const ruleCell = el('td', {class: 'rule-text'},
-        el('a', {href: '#/rules/' + r.id, class: 'mono', text: r.text}),
+        el('a', {href: '#/rules/' + r.id, class: 'mono'}, words(r.text)),
         r.shadowed_by ? el('div', {class: 'shadow', text: '⚠ never applies: rule ' + r.shadowed_by +
           ' comes first in the routers\' order and matches all of its traffic'}) : null,
         r.last_error ? el('div', {class: 'error small', text: r.last_error}) : null,
         r.origin ? el('div', {class: 'muted small', text: 'declared in ' + r.origin}) : null);
       tb.append(el('tr', {'data-rule': r.id, class: r.shadowed_by ? 'shadowed' : ''},
-        el('td', {class: 'num', title: active ? 'position in the routers\' order' : ''},
-          el('a', {href: '#/rules/' + r.id, text: '#' + r.id}), active ? el('div', {class: 'muted small', text: 'prec. ' + pos}) : null),
+        el('td', {class: 'num', title: prec ? 'place in the order routers apply ' + r.family + ' rules in' : ''},
+          el('a', {href: '#/rules/' + r.id, text: '#' + r.id}), prec ? el('div', {class: 'muted small', text: 'prec. ' + prec}) : null),
         el('td', {}, stateBadge(r.state)),
-        el('td', {class: 'small', text: r.family}),
+        el('td', {class: 'small nw', text: r.family}),
         ruleCell,
         el('td', {}, timeLeft(r)),
         el('td', {}, delivery(r)),
@@ -758,14 +808,17 @@
       return;
     }
     card.append(el('h1', {}, 'Rule ' + r.id + ' ', stateBadge(r.state)));
-    card.append(el('p', {}, el('code', {class: 'big', text: r.text})));
+    card.append(el('p', {}, el('code', {class: 'big'}, words(r.text))));
     if (r.shadowed_by) {
-      card.append(el('p', {class: 'shadow', text: '⚠ never applies: rule ' + r.shadowed_by + ' comes first and matches all of its traffic'}));
+      card.append(el('p', {class: 'shadow'}, '⚠ never applies: ',
+        el('a', {href: '#/rules/' + r.shadowed_by, text: 'rule ' + r.shadowed_by}),
+        ' comes first in the routers\' order and matches all of its traffic'));
     }
     const exp = r.expires_at ? el('span', {}, fmtTime(r.expires_at) + ' (', timeLeft(r), ')') : 'never';
     const d = el('dl', {class: 'kv wide'});
     const row = (k, v) => d.append(el('dt', {text: k}), el('dd', {}, v));
     row('family', r.family);
+    if (r.precedence) row('precedence', 'no. ' + r.precedence + ' in the order routers apply ' + r.family + ' rules in (no. 1 applies first)');
     row('match', el('code', {text: r.match}));
     row('action', el('code', {text: r.action}));
     row('reason', r.reason || '–');
@@ -789,8 +842,8 @@
         const o = (e.old || {})[k], n = (e.new || {})[k];
         if (o === n) continue;
         ch.append(el('div', {}, el('span', {class: 'muted', text: k + ': '}),
-          o !== undefined ? el('del', {text: o || '""'}) : null, o !== undefined && n !== undefined ? ' → ' : null,
-          n !== undefined ? el('ins', {text: n || '""'}) : null));
+          o !== undefined ? el('del', {text: historyValue(k, o)}) : null, o !== undefined && n !== undefined ? ' → ' : null,
+          n !== undefined ? el('ins', {text: historyValue(k, n)}) : null));
       }
       tb.append(el('tr', {}, el('td', {class: 'small', text: fmtTime(e.at)}), el('td', {text: e.kind}),
         el('td', {text: e.actor}), el('td', {text: e.site || ''}), ch));
@@ -917,11 +970,18 @@
     flowspec: 'match destination 203.0.113.7/32 protocol udp source-port ==53 then discard',
     rtbh: 'route 203.0.113.7/32 then blackhole',
   };
+  const HELP = {
+    flowspec: ['The ', el('code', {text: 'match … then …'}), ' text of the CLI (README, flowspec/SYNTAX.md). ' +
+      'The same match as an active rule updates that rule.'],
+    rtbh: ['The ', el('code', {text: 'route PREFIX then blackhole'}), ' text of the CLI\'s route add: the routers drop all traffic to PREFIX ' +
+      '(a /32 or /128 unless the guardrails allow shorter). The same prefix as an active route updates that route.'],
+  };
 
   function prepareAdd() {
     if (!S.status) loadStatus(); // the known sites
     const kind = document.querySelector('input[name=kind]:checked').value;
     $('#add-text').placeholder = EXAMPLES[kind];
+    clear($('#add-help')).append(...HELP[kind]);
     $('#add-text').focus();
   }
 

@@ -12,15 +12,14 @@ package birdtest
 import (
 	"bufio"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/porttest"
 )
 
 // Peer is one BGP neighbor of the BIRD router.
@@ -72,34 +71,17 @@ func Binary(t testing.TB) string {
 	return p
 }
 
-// FreePort returns a TCP port that was free on addr a moment ago. It picks
-// at random below Linux's ephemeral range (32768-60999), where the kernel
-// never hands the port to an outgoing connection (a BGP dial, a database
-// client) between the choice and the test's bind, which ":0" ports are
-// exposed to; only another test picking the same one at random can still
-// take it.
+// FreePort returns a port reserved for t until it ends and free on every
+// address (see package porttest): no other running test gets the same
+// number, on any address.
 func FreePort(t testing.TB, addr string) int {
 	t.Helper()
-	for range 50 {
-		port := 20000 + rand.IntN(12768)
-		l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatalf("find a free port on %s: %v", addr, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return porttest.Free(t, addr)
 }
 
 // Start writes the configuration and starts bird; it is stopped at cleanup.
 func Start(t testing.TB, o Options) *Router {
 	t.Helper()
-	bin := Binary(t)
 	if o.RouterID == "" {
 		o.RouterID = o.Address
 	}
@@ -108,14 +90,36 @@ func Start(t testing.TB, o Options) *Router {
 	}
 	dir := t.TempDir()
 	r := &Router{Options: o, Dir: dir, sock: filepath.Join(dir, "bird.ctl")}
-	if err := os.WriteFile(filepath.Join(dir, "bird.conf"), []byte(r.config()), 0o644); err != nil {
+	conf := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(conf, []byte(r.config()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	r.run(t, conf)
+	return r
+}
+
+// StartConfig starts bird on the configuration file conf as it is (a
+// shipped example): o says only what the test knows of it (Address for
+// the log). Its control socket, PID file and log are in a temporary
+// directory; it is stopped at cleanup.
+func StartConfig(t testing.TB, conf string, o Options) *Router {
+	t.Helper()
+	dir := t.TempDir()
+	r := &Router{Options: o, Dir: dir, sock: filepath.Join(dir, "bird.ctl")}
+	r.run(t, conf)
+	return r
+}
+
+// run starts bird on conf and waits for its control socket.
+func (r *Router) run(t testing.TB, conf string) {
+	t.Helper()
+	bin := Binary(t)
+	dir := r.Dir
 	logf, err := os.Create(filepath.Join(dir, "bird.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(bin, "-f", "-c", filepath.Join(dir, "bird.conf"), "-s", r.sock, "-P", filepath.Join(dir, "bird.pid"))
+	r.cmd = exec.Command(bin, "-f", "-c", conf, "-s", r.sock, "-P", filepath.Join(dir, "bird.pid"))
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("start bird: %v", err)
@@ -126,17 +130,17 @@ func Start(t testing.TB, o Options) *Router {
 		logf.Close()
 		if t.Failed() {
 			if b, err := os.ReadFile(filepath.Join(dir, "bird.log")); err == nil {
-				t.Logf("bird log (%s):\n%s", o.Address, tail(string(b), 40))
+				t.Logf("bird log (%s):\n%s", r.Address, tail(string(b), 40))
 			}
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := r.Birdc("show", "status"); err == nil {
-			return r
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bird on %s did not open its control socket within 10s", o.Address)
+			t.Fatalf("bird on %s did not open its control socket within 10s", r.Address)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -152,6 +156,10 @@ func (r *Router) config() string {
 	for i, p := range r.Peers {
 		fmt.Fprintf(&b, "protocol bgp up%d {\n  local %s port %d as %d;\n  neighbor %s port %d as %d;\n",
 			i, r.Address, r.Port, r.ASN, p.Address, p.Port, p.ASN)
+		// Listen on its own address only: without it BIRD listens on the
+		// wildcard address and takes its port on every loopback address,
+		// and its own dial to a peer on that port lands on itself.
+		b.WriteString("  strict bind yes;\n")
 		// Loopback neighbors are not on a directly connected network.
 		b.WriteString("  multihop;\n  connect retry time 1;\n  error wait time 1, 2;\n")
 		if r.Password != "" {

@@ -24,7 +24,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +31,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/porttest"
 )
 
 // Peer is one BGP neighbor of the ExaBGP speaker.
@@ -88,14 +89,11 @@ func Version(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
+// freePort is a port reserved for t and free on every address (package
+// porttest).
 func freePort(t testing.TB, addr string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatalf("find a free port on %s: %v", addr, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return porttest.Free(t, addr)
 }
 
 // env is the environment that lets exabgp run in a temporary directory:

@@ -19,13 +19,14 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/porttest"
 )
 
 // Peer is one BGP neighbor of the FRR router.
@@ -82,14 +83,11 @@ func Version(t testing.TB) string {
 	return strings.TrimSpace(line)
 }
 
+// freePort is a port reserved for t and free on every address (package
+// porttest).
 func freePort(t testing.TB, addr string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatalf("find a free port on %s: %v", addr, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return porttest.Free(t, addr)
 }
 
 // Start writes the configuration and starts bgpd; it is stopped at cleanup.
