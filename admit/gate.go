@@ -40,6 +40,8 @@ type Store interface {
 	ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]store.Existing, error)
 	// Site is this instance's site name.
 	Site() string
+	// EachSetRule walks the active rules of a declarative set (ApplySet).
+	EachSetRule(ctx context.Context, name string, fn func(store.SetMember) error) error
 }
 
 // Early changes the speaker ahead of a commit (implemented by

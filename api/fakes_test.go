@@ -365,3 +365,21 @@ func (f *fakeRules) ActiveMatches(ctx context.Context, matches []flowspec.Match)
 	c, err := f.QuotaCounts(ctx, store.QuotaQuery{Matches: matches})
 	return c.Existing, err
 }
+
+// EachSetRule walks the active rules of set name, oldest first.
+func (f *fakeRules) EachSetRule(ctx context.Context, name string, fn func(store.SetMember) error) error {
+	rules, err := f.ActiveRules(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rules {
+		if r.Set != name {
+			continue
+		}
+		if err := fn(store.SetMember{ID: r.ID, Rule: r.Rule, Reason: r.Reason, Actor: r.Actor, Sites: r.Sites,
+			ExpiresAt: r.ExpiresAt, WithdrawRequested: r.WithdrawRequested}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
