@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -382,4 +383,28 @@ func (f *fakeRules) EachSetRule(ctx context.Context, name string, fn func(store.
 		}
 	}
 	return nil
+}
+
+// SetCounts counts the active rules of each set per last writer.
+func (f *fakeRules) SetCounts(ctx context.Context) ([]store.SetCount, error) {
+	rules, err := f.ActiveRules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.SetCount
+	for _, r := range rules {
+		if r.Set == "" || r.WithdrawRequested {
+			continue
+		}
+		i := slices.IndexFunc(out, func(c store.SetCount) bool { return c.Name == r.Set && c.Actor == r.Actor })
+		if i < 0 {
+			out = append(out, store.SetCount{Name: r.Set, Actor: r.Actor})
+			i = len(out) - 1
+		}
+		out[i].Active++
+	}
+	slices.SortFunc(out, func(a, b store.SetCount) int {
+		return strings.Compare(a.Name+"\x00"+a.Actor, b.Name+"\x00"+b.Actor)
+	})
+	return out, nil
 }

@@ -39,6 +39,9 @@ type Rules interface {
 	// Sites returns the sites known to the store (each appliance
 	// registers its own at start), sorted.
 	Sites(ctx context.Context) ([]string, error)
+	// SetCounts counts the active rules of each declarative set, per
+	// set and last writer.
+	SetCounts(ctx context.Context) ([]store.SetCount, error)
 }
 
 // Gate is the one door of every write (implemented by *admit.Gate): it
@@ -50,6 +53,12 @@ type Gate interface {
 	Validate(ctx context.Context, a admit.Actor, req admit.Request) (admit.Verdict, error)
 	Withdraw(ctx context.Context, a admit.Actor, id int64) (store.Rule, error)
 	WithdrawMatch(ctx context.Context, a admit.Actor, text string) ([]store.Rule, error)
+	// NewSetLines, ApplySetLines and WithdrawSet write declarative sets
+	// (PUT and DELETE /v1/sets/{name}); Limits bounds them.
+	NewSetLines(a admit.Actor) *admit.SetLines
+	ApplySetLines(ctx context.Context, a admit.Actor, name string, lines *admit.SetLines) (admit.SetResult, error)
+	WithdrawSet(ctx context.Context, a admit.Actor, name string) (admit.SetResult, error)
+	Limits() admit.Limits
 }
 
 // RIB is the actual state the API shows (implemented by *bgp.Speaker).
