@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,13 @@ var commands = []command{
 		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},
 	{"route list", "[--state S] [--json]", "List the RTBH routes."},
 	{"route withdraw", "ID", "Withdraw an RTBH route."},
+	{"set apply", "[--ttl 30m|never] [--reason TEXT] [--sites a,b] NAME FILE",
+		"Make the rules of set NAME exactly the rules of FILE (- for standard input): one rule text per line, blank lines and # comments skipped. " +
+			"Only the difference is written and announced; applying the same file again changes nothing. " +
+			"A line whose rule belongs to another set, or that a guardrail refuses, refuses the whole file, naming the line."},
+	{"set list", "[--json]", "List the sets, with their active rules and who wrote them."},
+	{"set show", "[--json] NAME", "List the active rules of a set, newest first."},
+	{"set delete", "NAME", "Withdraw every rule of a set."},
 	{"rib", "[--json]", "Show what the embedded RIB holds."},
 	{"peers", "[--json]", "Show the BGP sessions and their state."},
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
@@ -154,7 +162,12 @@ func Run(ctx context.Context, socketPath string, args []string, stdout, stderr i
 // RunWith is Run with the daemon reached through client (the control
 // socket or TCP: NewTCPClient).
 func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
-	c := &cli{client: client, stdout: stdout, stderr: stderr, now: time.Now}
+	return RunWithStdin(ctx, client, args, os.Stdin, stdout, stderr)
+}
+
+// RunWithStdin is RunWith reading "-" (set apply NAME -) from stdin.
+func RunWithStdin(ctx context.Context, client *Client, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c := &cli{client: client, stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
 	switch {
@@ -181,6 +194,7 @@ func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr 
 
 type cli struct {
 	client *Client
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
@@ -229,6 +243,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return usagef("rule", "unknown subcommand %q: use add, validate, list, show, withdraw or history", args[1])
 	case "route", "routes":
 		return c.route(ctx, args[1:])
+	case "set", "sets":
+		return c.set(ctx, args[1:])
 	case "rib":
 		return c.rib(ctx, args[1:])
 	case "peers":
@@ -482,6 +498,9 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("sites:", sites)
 	if r.Origin != "" {
 		t.row("declared in:", r.Origin+" (a static rule: change it in that configuration and reload)")
+	}
+	if r.Set != "" {
+		t.row("set:", r.Set+" (applying the set again puts back what it says)")
 	}
 	t.row("created:", r.CreatedAt.Local().Format(time.RFC3339))
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))
