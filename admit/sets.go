@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -320,13 +321,21 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 		for i := range chunk {
 			ins[i] = chunk[i].in
 		}
-		if _, err := g.cfg.Store.UpsertMany(ctx, ins); err != nil {
+		err := retried(ctx, func() error {
+			_, err := g.cfg.Store.UpsertMany(ctx, ins)
+			return err
+		})
+		if err != nil {
 			return res, partial(fromStore(err, 0), name, lo)
 		}
 	}
 	for lo := 0; lo < len(withdraw); lo += setChunk {
 		chunk := withdraw[lo:min(lo+setChunk, len(withdraw))]
-		out, err := g.cfg.Store.WithdrawMany(ctx, chunk, a.Name)
+		var out []store.Rule
+		err := retried(ctx, func() (err error) {
+			out, err = g.cfg.Store.WithdrawMany(ctx, chunk, a.Name)
+			return err
+		})
 		if err != nil {
 			return res, partial(fromStore(err, 0), name, len(ps)+lo)
 		}
@@ -368,7 +377,11 @@ func (g *Gate) WithdrawSet(ctx context.Context, a Actor, name string) (SetResult
 	}
 	defer g.changed()
 	for lo := 0; lo < len(withdraw); lo += setChunk {
-		out, err := g.cfg.Store.WithdrawMany(ctx, withdraw[lo:min(lo+setChunk, len(withdraw))], a.Name)
+		var out []store.Rule
+		err := retried(ctx, func() (err error) {
+			out, err = g.cfg.Store.WithdrawMany(ctx, withdraw[lo:min(lo+setChunk, len(withdraw))], a.Name)
+			return err
+		})
 		if err != nil {
 			return res, partial(fromStore(err, 0), name, lo)
 		}
@@ -424,6 +437,24 @@ func compareLine(ln *setLine, m store.SetMember, now time.Time, defTTL time.Dura
 		return lineRenewed
 	}
 	return st
+}
+
+// setAttempts is how often one chunk of a set's writes is tried while
+// the store is unavailable (a deadline under load): the chunk is an
+// upsert or withdrawal by match of the same desired state, so trying it
+// again after a write that did land changes nothing.
+const setAttempts = 3
+
+// retried runs write until it succeeds, fails otherwise than with
+// store.ErrUnavailable, the caller gives up, or setAttempts ran.
+func retried(ctx context.Context, write func() error) error {
+	var err error
+	for range setAttempts {
+		if err = write(); err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // partial says that a set was applied in part before err.
