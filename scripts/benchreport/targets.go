@@ -193,6 +193,29 @@ var targets = []target{
 			return s, p2 <= 1.15*p1, true
 		},
 	},
+	{
+		what: "Sets: an RTBH set applied through PUT /v1/sets/{name} to a BIRD peer, then re-applied with 1 % of its lines changed, then unchanged",
+		goal: "the 1 % change costs ~1 % of the first apply's UPDATEs (≤ 2 %), the unchanged apply none",
+		eval: func(g getter) (string, bool, bool) {
+			const b = "BenchmarkSets"
+			pct, ok := g(b, "apply2-updates-%")
+			if !ok {
+				return "", false, false
+			}
+			n, _ := g(b, "rules")
+			a1, _ := g(b, "apply1-api-s")
+			t1, _ := g(b, "apply1-bird-s")
+			u1, _ := g(b, "apply1-updates")
+			a2, _ := g(b, "apply2-api-s")
+			t2, _ := g(b, "apply2-bird-s")
+			u2, _ := g(b, "apply2-updates")
+			a3, _ := g(b, "apply3-api-s")
+			u3, _ := g(b, "apply3-updates")
+			peak, _ := g(b, "MB-peak")
+			return fmt.Sprintf("%s rules: first apply %s s (API), %s s until BIRD held all, %s UPDATEs; 1 %% changed: %s s (API), %s s to BIRD, %s UPDATEs (%s %%); unchanged: %s s, %s UPDATEs; peak RSS %s MB",
+				num(n), num(a1), num(t1), num(u1), num(a2), num(t2), num(u2), num(pct), num(a3), num(u3), num(peak)), pct <= 2 && u3 == 0, true
+		},
+	},
 }
 
 func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {
