@@ -293,6 +293,14 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 			res.Updated++
 		}
 		p := ln.parsed(a.Name, name)
+		_, exists := active[ln.rule.Match]
+		if st == lineNotInSet && !exists && !p.ttlGiven && defTTL > 0 && !gl.RequireTTL {
+			// A new rule without a TTL gets the default one, as the
+			// guardrails would decide, without their lookup of every
+			// line's match a second time.
+			p.ttl, p.ttlGiven = defTTL, true
+			p.in.Keep &^= store.KeepExpiry
+		}
 		if st == lineRenewed && !p.ttlGiven && defTTL > 0 {
 			p.ttl, p.ttlGiven = defTTL, true
 			p.in.Keep &^= store.KeepExpiry

@@ -240,6 +240,9 @@ func TestSetRefusedWholeChangesNothing(t *testing.T) {
 	}
 	_, err := g.ApplySet(ctx, noc, "bad name", reqs(base...))
 	wantRefusal(t, "set name", err, admit.KindInvalidInput, "set", "letters, digits")
+	strict := admit.New(admit.Config{Store: st, Guardrails: config.Guardrails{RequireTTL: true}})
+	_, err = strict.ApplySet(ctx, noc, "strict", reqs("route 203.0.113.20/32 then blackhole"))
+	wantRefusal(t, "require_ttl", err, admit.KindGuardrail, "ttl", "require_ttl")
 	small := admit.New(admit.Config{Store: st, Limits: admit.Limits{MaxSetRules: 2}})
 	_, err = small.ApplySet(ctx, noc, "feed", reqs(append(base, "route 203.0.113.7/32 then blackhole")...))
 	wantRefusal(t, "max_set_rules", err, admit.KindTooLarge, "rules", "[limits] max_set_rules")
