@@ -92,17 +92,22 @@ func BenchmarkSets(b *testing.B) {
 				phase, res, api.Round(time.Millisecond), total.Round(time.Millisecond), wc.Updates()-u0, bu1-bu0, bw1-bw0)
 			return api, total, wc.Updates() - u0, bu1 - bu0, bw1 - bw0
 		}
+		ctl, err := bird.Dial()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ctl.Close()
 		has := func(want int, gone string) func() bool {
 			return func() bool {
-				c, err := bird.Count("up4")
+				c, err := ctl.Count("up4")
 				if err != nil || c != want {
 					return false
 				}
 				if gone == "" {
 					return true
 				}
-				routes, err := bird.Birdc("show", "route", "table", "up4", "for", gone)
-				return err == nil && !strings.Contains(routes, gone)
+				_, there, err := ctl.RouteTime("up4", gone)
+				return err == nil && !there
 			}
 		}
 		b.StartTimer()
