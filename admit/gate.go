@@ -73,6 +73,9 @@ type Config struct {
 	// this site off (nil: always; *store.Store's EarlyWithdrawOK); only
 	// then does a single withdrawal leave ahead of its commit.
 	EarlyWithdrawReady func(store.Rule) error
+	// SetChunk is the rules of one transaction of a set's apply (0:
+	// 10,000); single writes go between them.
+	SetChunk int
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()
@@ -88,6 +91,9 @@ type Gate struct {
 	limits atomic.Pointer[Limits]
 	mu     sync.Mutex // serializes check-and-store
 	rates  actorRates
+	// setMu serializes the applies and deletions of declarative sets,
+	// which hold mu only chunk by chunk (sets.go).
+	setMu sync.Mutex
 }
 
 // New returns a gate over cfg.Store.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -40,13 +41,27 @@ import (
 //     would be checked, and on the unchanged ones as rules already
 //     active are). A refusal names the first line at fault (its index in
 //     the request) and nothing changes.
-//   - The writes go in chunks of setChunk rules (bounded transactions);
-//     the gate holds its lock for the whole apply, so quotas and the
-//     checks hold. Should the store fail part way, the chunks before the
-//     failure stay written: applying the set again completes it.
+//   - The writes go in chunks of setChunk rules (bounded transactions).
+//     Applies of sets take turns; single writes go between the chunks of
+//     an apply (a mitigation does not wait for a million-line feed), and
+//     the set's later chunks put back what the set says should one of
+//     them touch its rules. Where a quota applies ([guardrails]
+//     max_active_rules or max_rules_per_destination, a token's
+//     max_active_rules) the gate's lock is held for the whole apply, so
+//     that the quotas hold. Should the store fail part way, the chunks
+//     before the failure stay written: applying the set again completes
+//     it.
 
-// setChunk bounds the rules of one transaction of a set's apply.
-const setChunk = 10000
+// defaultSetChunk bounds the rules of one transaction of a set's apply
+// (Config.SetChunk).
+const defaultSetChunk = 10000
+
+func (g *Gate) setChunk() int {
+	if g.cfg.SetChunk > 0 {
+		return g.cfg.SetChunk
+	}
+	return defaultSetChunk
+}
 
 // SetResult is what an apply or a deletion of a set did.
 type SetResult struct {
@@ -209,8 +224,11 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 		return SetResult{}, refuse(KindForbidden, -1, "", "the lines of a set were checked for another actor: this is a bug in the caller")
 	}
 	res := SetResult{Set: name, Rules: len(set.lines)}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	lk := &gateLock{g: g}
+	lk.lock()
+	defer lk.unlock()
 	now := g.now()
 	gl := g.guard.Limits()
 	defTTL := gl.TTLDefault()
@@ -322,14 +340,16 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 		return res, nil // an unchanged apply writes nothing
 	}
 	defer g.changed()
+	lk.chunked = !quotas(gl, a)
 	// Make before break: the rules the set keeps or gains first.
+	setChunk := g.setChunk()
 	for lo := 0; lo < len(ps); lo += setChunk {
 		chunk := ps[lo:min(lo+setChunk, len(ps))]
 		ins := make([]store.Input, len(chunk))
 		for i := range chunk {
 			ins[i] = chunk[i].in
 		}
-		err := retried(ctx, func() error {
+		err := lk.write(ctx, func() error {
 			_, err := g.cfg.Store.UpsertMany(ctx, ins)
 			return err
 		})
@@ -340,7 +360,7 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 	for lo := 0; lo < len(withdraw); lo += setChunk {
 		chunk := withdraw[lo:min(lo+setChunk, len(withdraw))]
 		var out []store.Rule
-		err := retried(ctx, func() (err error) {
+		err := lk.write(ctx, func() (err error) {
 			out, err = g.cfg.Store.WithdrawMany(ctx, chunk, a.Name)
 			return err
 		})
@@ -362,8 +382,11 @@ func (g *Gate) WithdrawSet(ctx context.Context, a Actor, name string) (SetResult
 		return SetResult{}, refuse(KindInvalidInput, -1, "set", "%v", err)
 	}
 	res := SetResult{Set: name}
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	g.setMu.Lock()
+	defer g.setMu.Unlock()
+	lk := &gateLock{g: g}
+	lk.lock()
+	defer lk.unlock()
 	var withdraw []store.WithdrawItem
 	err := g.cfg.Store.EachSetRule(ctx, name, func(m store.SetMember) error {
 		if ref := g.ownsMember(a, name, m); ref != nil {
@@ -384,9 +407,11 @@ func (g *Gate) WithdrawSet(ctx context.Context, a Actor, name string) (SetResult
 		return res, nil
 	}
 	defer g.changed()
+	lk.chunked = true // withdrawals count against no quota
+	setChunk := g.setChunk()
 	for lo := 0; lo < len(withdraw); lo += setChunk {
 		var out []store.Rule
-		err := retried(ctx, func() (err error) {
+		err := lk.write(ctx, func() (err error) {
 			out, err = g.cfg.Store.WithdrawMany(ctx, withdraw[lo:min(lo+setChunk, len(withdraw))], a.Name)
 			return err
 		})
@@ -445,6 +470,47 @@ func compareLine(ln *setLine, m store.SetMember, now time.Time, defTTL time.Dura
 		return lineRenewed
 	}
 	return st
+}
+
+// gateLock is the gate's lock as a set's apply holds it: for its checks,
+// then, once chunked, only for each chunk's write, so that single writes
+// (a mitigation) go between the chunks of a large apply instead of
+// waiting for all of it. Applies of sets take turns on Gate.setMu.
+type gateLock struct {
+	g       *Gate
+	held    bool
+	chunked bool
+}
+
+func (l *gateLock) lock() {
+	if !l.held {
+		l.g.mu.Lock()
+		l.held = true
+	}
+}
+
+func (l *gateLock) unlock() {
+	if l.held {
+		l.g.mu.Unlock()
+		l.held = false
+	}
+}
+
+// write runs one chunk's write (retried) under the gate's lock.
+func (l *gateLock) write(ctx context.Context, w func() error) error {
+	l.lock()
+	err := retried(ctx, w)
+	if l.chunked {
+		l.unlock()
+	}
+	return err
+}
+
+// quotas reports whether a quota limits what a writes: then a set's apply
+// holds the gate's lock until its last chunk, so that single writes
+// checked between its chunks cannot take the room its checks counted on.
+func quotas(l *config.Guardrails, a Actor) bool {
+	return l.MaxActiveRules > 0 || l.MaxRulesPerDestination > 0 || a.Scope.MaxActive > 0
 }
 
 // setAttempts is how often one chunk of a set's writes is tried while

@@ -295,7 +295,8 @@ func TestSetScope(t *testing.T) {
 func TestSetsConcurrentWithSingleWrites(t *testing.T) {
 	ctx := context.Background()
 	st := openStore(t, nil)
-	g := admit.New(admit.Config{Store: st})
+	// Chunks of 7 rules: the single writes go between them.
+	g := admit.New(admit.Config{Store: st, SetChunk: 7})
 	const rounds = 6
 	list := func(set, round int) []string {
 		var out []string
@@ -325,6 +326,20 @@ func TestSetsConcurrentWithSingleWrites(t *testing.T) {
 			}
 		}()
 	}
+	// Two writers of one set: it ends as one of their last lists, never
+	// a mix of both.
+	for set := 3; set <= 4; set++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range rounds {
+				if _, err := g.ApplySet(ctx, noc, "shared", reqs(list(set, round)...)); err != nil {
+					errs <- fmt.Errorf("shared from %d, round %d: %w", set, round, err)
+					return
+				}
+			}
+		}()
+	}
 	var singles []string
 	for i := range 20 {
 		singles = append(singles, fmt.Sprintf("route 192.0.2.%d/32 then blackhole", i))
@@ -348,6 +363,9 @@ func TestSetsConcurrentWithSingleWrites(t *testing.T) {
 		if got, want := setTexts(t, st, fmt.Sprintf("set%d", set)), sorted(list(set, rounds-1)); !slices.Equal(got, want) {
 			t.Errorf("set%d holds %d rules %v\nwant %d %v", set, len(got), got, len(want), want)
 		}
+	}
+	if got := setTexts(t, st, "shared"); !slices.Equal(got, sorted(list(3, rounds-1))) && !slices.Equal(got, sorted(list(4, rounds-1))) {
+		t.Errorf("set shared holds %d rules %v\nwant exactly the last list of one of its writers", len(got), got)
 	}
 	active, err := st.List(ctx, store.Active)
 	if err != nil {
