@@ -11,6 +11,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/store"
+	"github.com/ribkeeper/ribkeeper/store/pgtest"
 )
 
 // countingStore is a real store that counts the calls that write.
@@ -94,9 +95,21 @@ func historyRows(t *testing.T, st *store.Store) int {
 // removed line a withdrawal, a new line an addition, and only that
 // difference is written; applying the same list again writes nothing (no
 // store write, no history row, no change signal: nothing to announce).
-func TestSetIsExactlyTheGivenList(t *testing.T) {
+func TestSetIsExactlyTheGivenList(t *testing.T) { testSetExact(t, openStore(t, nil)) }
+
+// The same on PostgreSQL.
+func TestSetIsExactlyTheGivenListPostgres(t *testing.T) {
+	st, err := store.Open(context.Background(), store.Config{Driver: "postgres", DSN: pgtest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	testSetExact(t, st)
+}
+
+func testSetExact(t *testing.T, s *store.Store) {
 	ctx := context.Background()
-	st := &countingStore{Store: openStore(t, nil)}
+	st := &countingStore{Store: s}
 	var changed atomic.Int64
 	g := admit.New(admit.Config{Store: st, Changed: func() { changed.Add(1) }})
 
