@@ -209,6 +209,7 @@ const (
 	lineUnchanged
 	lineChanged // rewritten, keeping its expiry
 	lineRenewed // rewritten with a fresh expiry
+	lineNew     // not active anywhere: created
 )
 
 // ApplySetLines makes the rules of set name exactly lines (see the top
@@ -279,77 +280,108 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 		}
 		outside = nil
 	}
-	// The rules that change go through the batch checks; the others are
+	// The rules that change go through the batch checks; the others were
 	// checked as rules already active.
-	var (
-		ps     []parsed
-		lineOf []int32
-	)
+	var todo []int32 // the lines to write, in order
 	for i := range set.lines {
 		ln := &set.lines[i]
-		st := states[i]
-		if st == lineUnchanged {
+		switch states[i] {
+		case lineUnchanged:
 			res.Unchanged++
 			continue
-		}
-		if st == lineNotInSet {
-			if e, ok := active[ln.rule.Match]; ok {
-				switch {
-				case e.Origin != "":
-					ref := fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID).(*Refusal)
-					ref.Index = int(ln.at)
-					return SetResult{}, ref
-				case e.Set != "" && e.Set != name:
-					return SetResult{}, &Refusal{Kind: KindSetConflict, Index: int(ln.at), Field: "text",
-						Msg: (&store.SetConflictError{ID: e.ID, Set: e.Set, Want: name}).Error()}
-				}
-				res.Updated++
-			} else {
+		case lineNotInSet:
+			e, ok := active[ln.rule.Match]
+			switch {
+			case !ok:
+				states[i] = lineNew
 				res.Created++
+			case e.Origin != "":
+				ref := fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID).(*Refusal)
+				ref.Index = int(ln.at)
+				return SetResult{}, ref
+			case e.Set != "" && e.Set != name:
+				return SetResult{}, &Refusal{Kind: KindSetConflict, Index: int(ln.at), Field: "text",
+					Msg: (&store.SetConflictError{ID: e.ID, Set: e.Set, Want: name}).Error()}
+			default:
+				res.Updated++
 			}
-		} else {
+		default:
 			res.Updated++
 		}
-		p := ln.parsed(a.Name, name)
-		_, exists := active[ln.rule.Match]
-		if st == lineNotInSet && !exists && !p.ttlGiven && defTTL > 0 && !gl.RequireTTL {
-			// A new rule without a TTL gets the default one, as the
-			// guardrails would decide, without their lookup of every
-			// line's match a second time.
-			p.ttl, p.ttlGiven = defTTL, true
-			p.in.Keep &^= store.KeepExpiry
-		}
-		if st == lineRenewed && !p.ttlGiven && defTTL > 0 {
-			p.ttl, p.ttlGiven = defTTL, true
-			p.in.Keep &^= store.KeepExpiry
-		}
-		ps = append(ps, p)
-		lineOf = append(lineOf, ln.at)
+		todo = append(todo, int32(i))
 	}
-	states, active = nil, nil
-	if len(ps) > 0 {
-		if _, err := g.check(ctx, a, ps, true, false); err != nil {
-			if ref, ok := As(err); ok && ref.Index >= 0 && ref.Index < len(lineOf) {
-				ref.Index = int(lineOf[ref.Index])
+	active = nil
+	// What the batch checks take, for the lines todo[lo:hi].
+	build := func(lo, hi int) []parsed {
+		ps := make([]parsed, 0, hi-lo)
+		for _, i := range todo[lo:hi] {
+			ln := &set.lines[i]
+			p := ln.parsed(a.Name, name)
+			switch st := states[i]; {
+			case st == lineNew && !p.ttlGiven && defTTL > 0 && !gl.RequireTTL:
+				// A new rule without a TTL gets the default one, as the
+				// guardrails would decide, without their lookup of
+				// every line's match a second time.
+				fallthrough
+			case st == lineRenewed && !p.ttlGiven && defTTL > 0:
+				p.ttl, p.ttlGiven = defTTL, true
+				p.in.Keep &^= store.KeepExpiry
 			}
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	check := func(lo int, ps []parsed, dry bool) error {
+		_, err := g.check(ctx, a, ps, true, dry)
+		if ref, ok := As(err); ok && ref.Index >= 0 && ref.Index < len(ps) {
+			ref.Index = int(set.lines[todo[lo+ref.Index]].at)
+		}
+		return err
+	}
+	setChunk := g.setChunk()
+	// Where a quota or a rate limit counts the set's new rules, the set
+	// is checked whole, as a batch. Otherwise every guardrail concerns
+	// one rule: the set is checked a chunk at a time, now (recording
+	// nothing) and again as each chunk is written, so that a million
+	// lines are never held as a million inputs.
+	var whole []parsed
+	if quotas(gl, a) || gl.MaxNewRulesPerMinute > 0 || g.actorRate(a) > 0 {
+		whole = build(0, len(todo))
+		if err := check(0, whole, false); err != nil {
 			return SetResult{}, err
 		}
+	} else {
+		for lo := 0; lo < len(todo); lo += setChunk {
+			if err := check(lo, build(lo, min(lo+setChunk, len(todo))), true); err != nil {
+				return SetResult{}, err
+			}
+		}
 	}
-	lineOf = nil
-	if len(ps) == 0 && len(withdraw) == 0 {
+	if len(todo) == 0 && len(withdraw) == 0 {
 		return res, nil // an unchanged apply writes nothing
 	}
 	defer g.changed()
 	lk.chunked = !quotas(gl, a)
 	// Make before break: the rules the set keeps or gains first.
-	setChunk := g.setChunk()
-	for lo := 0; lo < len(ps); lo += setChunk {
-		chunk := ps[lo:min(lo+setChunk, len(ps))]
-		ins := make([]store.Input, len(chunk))
-		for i := range chunk {
-			ins[i] = chunk[i].in
+	for lo := 0; lo < len(todo); lo += setChunk {
+		hi := min(lo+setChunk, len(todo))
+		var chunk []parsed
+		if whole != nil {
+			chunk = whole[lo:hi]
 		}
 		err := lk.write(ctx, func() error {
+			if whole == nil {
+				// Checked again, as written: the expiries the
+				// guardrails decide are set on the inputs.
+				chunk = build(lo, hi)
+				if err := check(lo, chunk, false); err != nil {
+					return err
+				}
+			}
+			ins := make([]store.Input, len(chunk))
+			for i := range chunk {
+				ins[i] = chunk[i].in
+			}
 			_, err := g.cfg.Store.UpsertMany(ctx, ins)
 			return err
 		})
@@ -365,7 +397,7 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 			return err
 		})
 		if err != nil {
-			return res, partial(fromStore(err, 0), name, len(ps)+lo)
+			return res, partial(fromStore(err, 0), name, len(todo)+lo)
 		}
 		res.Withdrawn += len(out)
 	}

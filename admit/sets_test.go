@@ -253,6 +253,16 @@ func TestSetRefusedWholeChangesNothing(t *testing.T) {
 	}
 	_, err := g.ApplySet(ctx, noc, "bad name", reqs(base...))
 	wantRefusal(t, "set name", err, admit.KindInvalidInput, "set", "letters, digits")
+	// Without quotas the set is checked a chunk at a time: a refusal in
+	// a later chunk still refuses it whole, naming its line.
+	chunked := admit.New(admit.Config{Store: st, SetChunk: 1})
+	_, err = chunked.ApplySet(ctx, noc, "feed", reqs(cases[0].lines...))
+	if ref := wantRefusal(t, "prefix length, in chunks", err, admit.KindGuardrail, "text", "prefix_lengths"); ref.Index != 2 {
+		t.Errorf("chunked refusal at rules[%d], want rules[2]", ref.Index)
+	}
+	if got := setTexts(t, st.Store, "feed"); !slices.Equal(got, sorted(base)) || st.writes.Load() != writes {
+		t.Errorf("a set refused in its second chunk changed the set to %v (store writes %d→%d)", got, writes, st.writes.Load())
+	}
 	strict := admit.New(admit.Config{Store: st, Guardrails: config.Guardrails{RequireTTL: true}})
 	_, err = strict.ApplySet(ctx, noc, "strict", reqs("route 203.0.113.20/32 then blackhole"))
 	wantRefusal(t, "require_ttl", err, admit.KindGuardrail, "ttl", "require_ttl")
