@@ -40,8 +40,13 @@ import (
 //     own sets only), guardrails (on the rules that change, as a batch
 //     would be checked, and on the unchanged ones as rules already
 //     active are). A refusal names the first line at fault (its index in
-//     the request) and nothing changes.
-//   - The writes go in chunks of setChunk rules (bounded transactions).
+//     the request) and nothing changes. Where a quota or a rate limit
+//     counts the set's new rules, the rules that change are checked as
+//     one batch; otherwise every guardrail concerns one rule, and they are
+//     checked a chunk at a time (again as each chunk is written), so that
+//     a million lines are held once, in SetLines' compact form.
+//   - The writes go in chunks of Config.SetChunk rules (10,000: bounded
+//     transactions).
 //     Applies of sets take turns; single writes go between the chunks of
 //     an apply (a mitigation does not wait for a million-line feed), and
 //     the set's later chunks put back what the set says should one of
