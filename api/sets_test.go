@@ -113,7 +113,7 @@ func TestCLISetApply(t *testing.T) {
 	run := func(stdin string, args ...string) (int, string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		code := cli.RunWithStdin(context.Background(), cli.NewClient(ts.sock, 0), args, strings.NewReader(stdin), &stdout, &stderr)
+		code := cli.RunWithStdin(context.Background(), cli.NewClient(ts.sock, 0), strings.NewReader(stdin), args, &stdout, &stderr)
 		return code, stdout.String(), stderr.String()
 	}
 	feed := "# blocklist\nroute 203.0.113.1/32 then blackhole\n\n   route 203.0.113.2/32 then blackhole  \nmatch destination 203.0.113.3/32 then discard\n"

@@ -162,11 +162,11 @@ func Run(ctx context.Context, socketPath string, args []string, stdout, stderr i
 // RunWith is Run with the daemon reached through client (the control
 // socket or TCP: NewTCPClient).
 func RunWith(ctx context.Context, client *Client, args []string, stdout, stderr io.Writer) int {
-	return RunWithStdin(ctx, client, args, os.Stdin, stdout, stderr)
+	return RunWithStdin(ctx, client, os.Stdin, args, stdout, stderr)
 }
 
-// RunWithStdin is RunWith reading "-" (set apply NAME -) from stdin.
-func RunWithStdin(ctx context.Context, client *Client, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// RunWithStdin is RunWith reading "--file -" from stdin.
+func RunWithStdin(ctx context.Context, client *Client, stdin io.Reader, args []string, stdout, stderr io.Writer) int {
 	c := &cli{client: client, stdin: stdin, stdout: stdout, stderr: stderr, now: time.Now}
 	err := c.run(ctx, args)
 	var ue errUsage
@@ -194,7 +194,7 @@ func RunWithStdin(ctx context.Context, client *Client, args []string, stdin io.R
 
 type cli struct {
 	client *Client
-	stdin  io.Reader
+	stdin  io.Reader // "--file -"
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
