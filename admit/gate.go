@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,8 @@ type Store interface {
 	ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]store.Existing, error)
 	// Site is this instance's site name.
 	Site() string
+	// EachSetRule walks the active rules of a declarative set (ApplySet).
+	EachSetRule(ctx context.Context, name string, fn func(store.SetMember) error) error
 }
 
 // Early changes the speaker ahead of a commit (implemented by
@@ -71,6 +74,9 @@ type Config struct {
 	// this site off (nil: always; *store.Store's EarlyWithdrawOK); only
 	// then does a single withdrawal leave ahead of its commit.
 	EarlyWithdrawReady func(store.Rule) error
+	// SetChunk is the rules of one transaction of a set's apply (0:
+	// 10,000); single writes go between them.
+	SetChunk int
 	// Changed is called after every write that stored something (the
 	// event stream's nudge); nil: nothing.
 	Changed func()
@@ -90,6 +96,9 @@ type Gate struct {
 	limits atomic.Pointer[Limits]
 	mu     writeLock // serializes check-and-store (lock.go)
 	rates  actorRates
+	// setMu serializes the applies and deletions of declarative sets,
+	// which hold mu only chunk by chunk (sets.go).
+	setMu sync.Mutex
 }
 
 // New returns a gate over cfg.Store.

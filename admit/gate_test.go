@@ -26,7 +26,7 @@ var (
 	limiter = admit.Actor{Name: "limiter", Source: admit.SourceTCP, Scope: admit.Scope{Actions: []string{"rate-limit"}}}
 )
 
-func openStore(t *testing.T, c clock.Clock) *store.Store {
+func openStore(t testing.TB, c clock.Clock) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), store.Config{Driver: "sqlite", Path: filepath.Join(t.TempDir(), "rk.db"), Clock: c})
 	if err != nil {

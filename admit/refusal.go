@@ -24,6 +24,7 @@ const (
 	KindRateLimited                  // too many new rules for now (429); see RetryAfter
 	KindDeclared                     // a static rule of a configuration (409)
 	KindUnavailable                  // the store cannot answer now (503): retry
+	KindSetConflict                  // the rule belongs to another declarative set (409)
 )
 
 func (k Kind) String() string {
@@ -50,6 +51,8 @@ func (k Kind) String() string {
 		return "declared"
 	case KindUnavailable:
 		return "unavailable"
+	case KindSetConflict:
+		return "set conflict"
 	}
 	return "refused"
 }
@@ -109,8 +112,11 @@ func fromStore(err error, id int64) error {
 	var (
 		ie *store.InputError
 		de *store.DeclaredError
+		se *store.SetConflictError
 	)
 	switch {
+	case errors.As(err, &se):
+		return &Refusal{Kind: KindSetConflict, Index: -1, Field: "text", Msg: se.Error(), Err: err}
 	case errors.As(err, &de):
 		return &Refusal{Kind: KindDeclared, Index: -1, Field: "text", Msg: de.Error(), Err: err}
 	case errors.Is(err, store.ErrNotFound):

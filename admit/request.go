@@ -37,6 +37,8 @@ const (
 	DefaultMaxSiteNameBytes        = 64
 	DefaultMaxTextBytes            = 4096
 	DefaultScopedNewRulesPerMinute = 120
+	DefaultMaxSetRules             = 1000000
+	DefaultMaxSetBodyBytes         = 128 << 20
 )
 
 // withDefaults fills the zero fields of l.
@@ -51,6 +53,8 @@ func withDefaults(l Limits) Limits {
 	def(&l.MaxSiteNameBytes, DefaultMaxSiteNameBytes)
 	def(&l.MaxTextBytes, DefaultMaxTextBytes)
 	def(&l.ScopedNewRulesPerMinute, DefaultScopedNewRulesPerMinute)
+	def(&l.MaxSetRules, DefaultMaxSetRules)
+	def(&l.MaxSetBodyBytes, DefaultMaxSetBodyBytes)
 	return l
 }
 

@@ -67,6 +67,13 @@
 //	                                "old": {field: text}, "new": {field: text}}
 //	DELETE /v1/rules/{id}           ask for the rule to be withdrawn: 202 Accepted with
 //	                                the rule (state "withdrawing" until the path is gone)
+//	PUT    /v1/sets/{name}          body as /v1/rules/batch: make the rules of set name
+//	                                exactly that list, writing only the difference;
+//	                                200 {"set", "rules", "created", "updated",
+//	                                "unchanged", "withdrawn"} (admit.ApplySetLines)
+//	GET    /v1/sets                 {"sets": [{"name", "active", "actors"}]}
+//	GET    /v1/sets/{name}          {"rules": [rule...]}: its active rules, paged as /v1/rules
+//	DELETE /v1/sets/{name}          withdraw every rule of the set; 200 as PUT
 //	GET    /v1/rib                  {"paths": [path...]}: the FlowSpec paths this
 //	                                process has in its BGP RIB (the mirror), i.e.
 //	                                actual state; 503 until the mirror is ready

@@ -167,6 +167,8 @@ func refusalError(ref *admit.Refusal) *Error {
 		e.Status, e.Code = http.StatusConflict, CodeDeclared
 	case admit.KindUnavailable:
 		e.Status, e.Code = http.StatusServiceUnavailable, CodeUnavailable
+	case admit.KindSetConflict:
+		e.Status, e.Code = http.StatusConflict, CodeSetConflict
 	default:
 		e.Status, e.Code = http.StatusInternalServerError, CodeInternal
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -397,4 +398,46 @@ func newAPI(log hclog.Logger, st testStore, rib api.RIB, opts ...api.Option) *ap
 func (f *fakeRules) ActiveMatches(ctx context.Context, matches []flowspec.Match) (map[flowspec.Match]store.Existing, error) {
 	c, err := f.QuotaCounts(ctx, store.QuotaQuery{Matches: matches})
 	return c.Existing, err
+}
+
+// EachSetRule walks the active rules of set name, oldest first.
+func (f *fakeRules) EachSetRule(ctx context.Context, name string, fn func(store.SetMember) error) error {
+	rules, err := f.ActiveRules(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range rules {
+		if r.Set != name {
+			continue
+		}
+		if err := fn(store.SetMember{ID: r.ID, Rule: r.Rule, Reason: r.Reason, Actor: r.Actor, Sites: r.Sites,
+			ExpiresAt: r.ExpiresAt, WithdrawRequested: r.WithdrawRequested}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetCounts counts the active rules of each set per last writer.
+func (f *fakeRules) SetCounts(ctx context.Context) ([]store.SetCount, error) {
+	rules, err := f.ActiveRules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.SetCount
+	for _, r := range rules {
+		if r.Set == "" || r.WithdrawRequested {
+			continue
+		}
+		i := slices.IndexFunc(out, func(c store.SetCount) bool { return c.Name == r.Set && c.Actor == r.Actor })
+		if i < 0 {
+			out = append(out, store.SetCount{Name: r.Set, Actor: r.Actor})
+			i = len(out) - 1
+		}
+		out[i].Active++
+	}
+	slices.SortFunc(out, func(a, b store.SetCount) int {
+		return strings.Compare(a.Name+"\x00"+a.Actor, b.Name+"\x00"+b.Actor)
+	})
+	return out, nil
 }

@@ -42,6 +42,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/openapi.json", serveOpenAPI)
 	mux.Handle("GET /v1/incidents", s.handle(s.listIncidents))
 	mux.Handle("GET /v1/incidents/{id}", s.handle(s.getIncident))
+	s.setRoutes(mux)
 	s.consoleRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
@@ -253,7 +254,8 @@ func (s *Server) listPage(r *http.Request, state, order string) (int, any, error
 		return 0, nil, newError(http.StatusBadRequest, CodeInvalidBody, "order",
 			"paging (limit, after) lists by id only; order %q sorts every rule: drop limit and after, or use order=id", order)
 	}
-	p := store.Page{Limit: DefaultPage}
+	// GET /v1/sets/{name} lists the rules of one set.
+	p := store.Page{Limit: DefaultPage, Set: r.PathValue("name")}
 	if v := q.Get("limit"); q.Has("limit") {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > store.MaxPage {
@@ -502,14 +504,20 @@ func decodeJSON(r *http.Request, v any, limit int64) error {
 			err = errors.New("data after the JSON object")
 		}
 	}
+	return jsonError(err, errBodyTooLarge(limit))
+}
+
+// jsonError is the API's error for a body that did not decode: tooLarge
+// when it ran past its limit.
+func jsonError(err error, tooLarge *Error) error {
 	var (
-		tooLarge *http.MaxBytesError
+		maxBytes *http.MaxBytesError
 		syntax   *json.SyntaxError
 		typ      *json.UnmarshalTypeError
 	)
 	switch {
-	case errors.As(err, &tooLarge):
-		return errBodyTooLarge(limit)
+	case errors.As(err, &maxBytes):
+		return tooLarge
 	case errors.Is(err, io.EOF):
 		return newError(http.StatusBadRequest, CodeInvalidBody, "", "request body is empty; expected a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

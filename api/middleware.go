@@ -62,12 +62,20 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // so, otherwise when the handler reads past it (decodeJSON reports 413).
 func (s *Server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > s.opts.maxBodyBytes {
+		limit, tooLarge := s.opts.maxBodyBytes, errBodyTooLarge
+		if isSetPut(r) {
+			limit, tooLarge = s.setBodyLimit(), errSetBodyTooLarge
+		}
+		if r.ContentLength > limit {
 			w.Header().Set("Connection", "close")
-			writeError(w, s.withBatchHint(errBodyTooLarge(s.opts.maxBodyBytes)))
+			e := tooLarge(limit)
+			if !isSetPut(r) {
+				e = s.withBatchHint(e)
+			}
+			writeError(w, e)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.maxBodyBytes)
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -278,6 +278,10 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"POST", "/v1/rules/withdraw/batch", "/v1/rules/withdraw/batch", `{"rules":[{"text":"route 198.51.100.9/32 then blackhole"},{"text":"match destination 203.0.113.7/32 protocol udp source-port 53 then discard"}]}`},
 		{"POST", "/v1/rules/withdraw/batch", "/v1/rules/withdraw/batch", `{"rules":[{"text":"route 198.51.100.9/32 then"}]}`},
 		{"DELETE", "/v1/rules/{id}", "/v1/rules/2", ""},
+		{"PUT", "/v1/sets/{name}", "/v1/sets/feed-a", `{"rules":[{"text":"route 198.51.100.10/32 then blackhole","ttl":"1h"}]}`},
+		{"GET", "/v1/sets", "/v1/sets", ""},
+		{"GET", "/v1/sets/{name}", "/v1/sets/feed-a", ""},
+		{"DELETE", "/v1/sets/{name}", "/v1/sets/feed-a", ""},
 		// Errors: each is an ErrorBody.
 		{"GET", "/v1/rules/{id}", "/v1/rules/99", ""},
 		{"GET", "/v1/rules/{id}", "/v1/rules/x", ""},

@@ -43,6 +43,9 @@ type Rules interface {
 	// Revision moves on every change of the rules or their status: what
 	// the precedence order is computed again for (precedence.go).
 	Revision(ctx context.Context) (int64, error)
+	// SetCounts counts the active rules of each declarative set, per
+	// set and last writer.
+	SetCounts(ctx context.Context) ([]store.SetCount, error)
 }
 
 // Gate is the one door of every write (implemented by *admit.Gate): it
@@ -55,8 +58,12 @@ type Gate interface {
 	Withdraw(ctx context.Context, a admit.Actor, id int64) (store.Rule, error)
 	WithdrawMatch(ctx context.Context, a admit.Actor, text string) ([]store.Rule, error)
 	WithdrawMatches(ctx context.Context, a admit.Actor, texts []string) ([]store.Rule, error)
-	// Limits are the bounds of one request ([limits]): a 413 names
-	// max_batch_rules.
+	// NewSetLines, ApplySetLines and WithdrawSet write declarative sets
+	// (PUT and DELETE /v1/sets/{name}); Limits are the bounds of
+	// one request ([limits]): a 413 names max_batch_rules.
+	NewSetLines(a admit.Actor) *admit.SetLines
+	ApplySetLines(ctx context.Context, a admit.Actor, name string, lines *admit.SetLines) (admit.SetResult, error)
+	WithdrawSet(ctx context.Context, a admit.Actor, name string) (admit.SetResult, error)
 	Limits() admit.Limits
 }
 

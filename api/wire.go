@@ -115,6 +115,9 @@ type Rule struct {
 	// configuration ([[rule]]), which the API cannot change or withdraw;
 	// absent for rules added through the API.
 	Origin string `json:"origin,omitempty"`
+	// Set is the declarative set the rule belongs to (PUT
+	// /v1/sets/{name}); absent for a rule of no set.
+	Set string `json:"set,omitempty"`
 	// State is active, withdrawing (an operator withdrew it and the path is
 	// not gone yet), withdrawn or expired.
 	State     string     `json:"state"`
@@ -244,6 +247,7 @@ func ruleFromStore(r store.Rule) Rule {
 		Actor:     r.Actor,
 		Sites:     sites,
 		Origin:    r.Origin,
+		Set:       r.Set,
 		State:     state,
 		CreatedAt: r.CreatedAt,
 		UpdatedAt: r.UpdatedAt,

@@ -47,6 +47,13 @@ var commands = []command{
 		"Announce an RTBH route: PREFIX with BLACKHOLE and NO_EXPORT to the site's next hop (a rule of the unicast families)."},
 	{"route list", "[--state S] [--json]", "List the RTBH routes."},
 	{"route withdraw", "ID", "Withdraw an RTBH route."},
+	{"set apply", "[--ttl 30m|never] [--reason TEXT] [--sites a,b] NAME FILE",
+		"Make the rules of set NAME exactly the rules of FILE (- for standard input): one rule text per line, blank lines and # comments skipped. " +
+			"Only the difference is written and announced; applying the same file again changes nothing. " +
+			"A line whose rule belongs to another set, or that a guardrail refuses, refuses the whole file, naming the line."},
+	{"set list", "[--json]", "List the sets, with their active rules and who wrote them."},
+	{"set show", "[--json] NAME", "List the active rules of a set, newest first."},
+	{"set delete", "NAME", "Withdraw every rule of a set."},
 	{"rib", "[--json]", "Show what the embedded RIB holds."},
 	{"peers", "[--json]", "Show the BGP sessions and their state."},
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
@@ -245,6 +252,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return usagef("rule", "unknown subcommand %q: use add, validate, list, show, withdraw or history", args[1])
 	case "route", "routes":
 		return c.route(ctx, args[1:])
+	case "set", "sets":
+		return c.set(ctx, args[1:])
 	case "rib":
 		return c.rib(ctx, args[1:])
 	case "peers":
@@ -521,6 +530,9 @@ func (c *cli) ruleShow(ctx context.Context, args []string) error {
 	t.row("sites:", sites)
 	if r.Origin != "" {
 		t.row("declared in:", r.Origin+" (a static rule: change it in that configuration and reload)")
+	}
+	if r.Set != "" {
+		t.row("set:", r.Set+" (applying the set again puts back what it says)")
 	}
 	t.row("created:", r.CreatedAt.Local().Format(time.RFC3339))
 	t.row("updated:", r.UpdatedAt.Local().Format(time.RFC3339))

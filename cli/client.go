@@ -254,13 +254,21 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 // *UnreachableError, *Error (the daemon's answer), or others for a
 // malformed answer.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body io.Reader
+	var b []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(in); err != nil {
 			return 0, err
 		}
-		body = bytes.NewReader(b)
+	}
+	return c.doRaw(ctx, method, path, b, out)
+}
+
+// doRaw is do with the body already encoded (nil: none).
+func (c *Client) doRaw(ctx context.Context, method, path string, in []byte, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		body = bytes.NewReader(in)
 	}
 	// Over the socket the host is ignored: the transport dials the socket.
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
@@ -318,4 +326,61 @@ func (c *Client) transportError(ctx context.Context, err error) error {
 		return fmt.Errorf("the daemon at %s has a certificate this host does not trust (%v): give the CA that signed it with --ca-file FILE", c.socket, err)
 	}
 	return fmt.Errorf("talking to the daemon at %s: %w", c.socket, err)
+}
+
+// setTimeout bounds a set's apply or deletion: a million rules take
+// longer than one request's usual bound.
+const setTimeout = 30 * time.Minute
+
+// ApplySet makes the rules of set name exactly body's ({"rules": [...]},
+// as api.AddRulesRequest encodes it) and says what changed.
+func (c *Client) ApplySet(ctx context.Context, name string, body []byte) (api.SetResult, error) {
+	var out api.SetResult
+	_, err := c.long().doRaw(ctx, http.MethodPut, "/v1/sets/"+url.PathEscape(name), body, &out)
+	return out, err
+}
+
+// DeleteSet withdraws every rule of set name.
+func (c *Client) DeleteSet(ctx context.Context, name string) (api.SetResult, error) {
+	var out api.SetResult
+	_, err := c.long().do(ctx, http.MethodDelete, "/v1/sets/"+url.PathEscape(name), nil, &out)
+	return out, err
+}
+
+// Sets lists the sets with their counts.
+func (c *Client) Sets(ctx context.Context) ([]api.SetSummary, error) {
+	var out api.SetList
+	_, err := c.do(ctx, http.MethodGet, "/v1/sets", nil, &out)
+	return out.Sets, err
+}
+
+// SetRules returns every active rule of set name, newest first, page
+// rules per request.
+func (c *Client) SetRules(ctx context.Context, name string, page int) ([]api.Rule, error) {
+	var all []api.Rule
+	var after int64
+	for {
+		q := url.Values{"limit": {strconv.Itoa(page)}}
+		if after > 0 {
+			q.Set("after", strconv.FormatInt(after, 10))
+		}
+		var out api.RuleList
+		if _, err := c.do(ctx, http.MethodGet, "/v1/sets/"+url.PathEscape(name)+"?"+q.Encode(), nil, &out); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Rules...)
+		if out.Next == 0 {
+			return all, nil
+		}
+		after = out.Next
+	}
+}
+
+// long is c with the bound of a set's request.
+func (c *Client) long() *Client {
+	l := *c
+	hc := *c.hc
+	hc.Timeout = setTimeout
+	l.hc = &hc
+	return &l
 }

@@ -251,6 +251,11 @@ type Limits struct {
 	// that sets none: enough for a detector under attack, too few to
 	// force the speaker into repeated compactions by churn.
 	ScopedNewRulesPerMinute int
+	// MaxSetRules bounds the rules of one declarative set (PUT
+	// /v1/sets/NAME), and MaxSetBodyBytes that request's body: a feed of a
+	// million routes fits the defaults.
+	MaxSetRules     int
+	MaxSetBodyBytes int
 }
 
 // Scoped reports whether t is limited beyond its role.

@@ -166,6 +166,8 @@ const (
 	maxSitesPerRuleCap  = 1024
 	maxSiteNameBytesCap = 128
 	maxTextBytesCap     = 65536
+	maxSetRulesCap      = 10000000
+	maxSetBodyBytesCap  = 1 << 30
 )
 
 // limits validates [limits].
@@ -182,6 +184,8 @@ func (v *validator) limits(f *file, c *Config) {
 		{"limits.max_site_name_bytes", l.MaxSiteNameBytes, maxSiteNameBytesCap, &c.Limits.MaxSiteNameBytes},
 		{"limits.max_text_bytes", l.MaxTextBytes, maxTextBytesCap, &c.Limits.MaxTextBytes},
 		{"limits.scoped_new_rules_per_minute", l.ScopedNewRulesPerMinute, 1 << 31, &c.Limits.ScopedNewRulesPerMinute},
+		{"limits.max_set_rules", l.MaxSetRules, maxSetRulesCap, &c.Limits.MaxSetRules},
+		{"limits.max_set_body_bytes", l.MaxSetBodyBytes, maxSetBodyBytesCap, &c.Limits.MaxSetBodyBytes},
 	} {
 		if q.n < 0 || q.n > q.max {
 			v.add(q.key, "%d is out of range: use 1 to %d, or leave it out for the default", q.n, q.max)

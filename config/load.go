@@ -100,6 +100,8 @@ type file struct {
 		MaxSiteNameBytes        int64 `toml:"max_site_name_bytes"`
 		MaxTextBytes            int64 `toml:"max_text_bytes"`
 		ScopedNewRulesPerMinute int64 `toml:"scoped_new_rules_per_minute"`
+		MaxSetRules             int64 `toml:"max_set_rules"`
+		MaxSetBodyBytes         int64 `toml:"max_set_body_bytes"`
 	} `toml:"limits"`
 	Store struct {
 		Driver           string `toml:"driver"`

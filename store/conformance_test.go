@@ -44,6 +44,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("QuotaCountsMatchTheRules", func(t *testing.T) { testQuotaCounts(t, fresh) })
 	t.Run("WithdrawManyAllInOneTransaction", func(t *testing.T) { testWithdrawMany(t, fresh) })
 	t.Run("IncidentsPerSiteBounded", func(t *testing.T) { testIncidents(t, fresh) })
+	t.Run("SetsNameTheirRules", func(t *testing.T) { testSets(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {

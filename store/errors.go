@@ -83,3 +83,23 @@ func (e *DeclaredError) Error() string {
 
 // Is makes a DeclaredError match ErrDeclared.
 func (e *DeclaredError) Is(target error) bool { return target == ErrDeclared }
+
+// ErrSetConflict classifies a set's write refused because the rule with
+// that match belongs to another set: a rule belongs to at most one set.
+var ErrSetConflict = errors.New("rule belongs to another set")
+
+// SetConflictError is a write of set Want refused because active rule ID
+// belongs to set Set. It matches ErrSetConflict.
+type SetConflictError struct {
+	ID   int64
+	Set  string
+	Want string
+}
+
+func (e *SetConflictError) Error() string {
+	return fmt.Sprintf("rule %d belongs to set %q, so set %q cannot take it: a rule belongs to one set; drop the line from one of them, or delete set %q first",
+		e.ID, e.Set, e.Want, e.Set)
+}
+
+// Is makes a SetConflictError match ErrSetConflict.
+func (e *SetConflictError) Is(target error) bool { return target == ErrSetConflict }

@@ -34,7 +34,7 @@ type Event struct {
 	Site   string // the site that made the change (status, withdrawn, expired); "" otherwise
 	// Old and New hold the fields that changed, as text: "text", "reason",
 	// "expires_at" (RFC 3339, "never"), "sites" (JSON array, [] = all),
-	// "withdraw_requested", "state", "announced", "last_error". Old is nil
+	// "withdraw_requested", "state", "announced", "last_error", "origin", "set". Old is nil
 	// for created.
 	Old map[string]string
 	New map[string]string
@@ -164,6 +164,9 @@ func ruleFields(r Rule) map[string]string {
 	}
 	if r.Origin != "" {
 		m["origin"] = r.Origin
+	}
+	if r.Set != "" {
+		m["set"] = r.Set
 	}
 	return m
 }

@@ -193,8 +193,8 @@ func (e *pgEngine) insertRule() string { return pgInsertRuleSQL }
 func (e *pgEngine) lookupFirst() bool  { return false }
 
 const pgInsertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, state, withdraw_requested)
-	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'active', FALSE
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 'active', FALSE
 	WHERE NOT EXISTS (SELECT 1 FROM rules WHERE family = $1 AND nlri = $2 AND state = 'active')
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 

@@ -48,6 +48,7 @@ type Existing struct {
 	// stored bytes no longer decode (the reconciler reports those).
 	Action flowspec.Action
 	Origin string // "config:SITE" for a static rule, "" otherwise
+	Set    string // the declarative set it belongs to, "" for none
 }
 
 // destinationKey is the stored form of a rule's destination (column
@@ -122,7 +123,7 @@ func (s *Store) existing(cctx context.Context, rd querier, matches []flowspec.Ma
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at, communities, origin`+live+` AND family = ? AND nlri IN (`+
+			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at, communities, origin, set_name`+live+` AND family = ? AND nlri IN (`+
 				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+")", append([]any{int64(fam)}, chunk...)...)
 			if err != nil {
 				return nil, err
@@ -134,7 +135,7 @@ func (s *Store) existing(cctx context.Context, rd querier, matches []flowspec.Ma
 					comms []byte
 					exp   dbTime
 				)
-				if err := rs.Scan(&e.ID, &nlri, &e.Actor, &exp, &comms, &e.Origin); err != nil {
+				if err := rs.Scan(&e.ID, &nlri, &e.Actor, &exp, &comms, &e.Origin, &e.Set); err != nil {
 					rs.Close()
 					return nil, err
 				}

@@ -133,6 +133,8 @@ type Page struct {
 	After int64
 	// Limit bounds the page (1 to MaxPage).
 	Limit int
+	// Set, if not "", selects the rules of that set.
+	Set string
 }
 
 // MaxPage is the largest page ListPage returns.
@@ -163,6 +165,10 @@ func (s *Store) ListPage(ctx context.Context, p Page) ([]Rule, error) {
 	if p.After > 0 {
 		q += " AND r.id < ?"
 		args = append(args, p.After)
+	}
+	if p.Set != "" {
+		q += " AND r.set_name = ?"
+		args = append(args, p.Set)
 	}
 	return s.list(ctx, "list rules", q+" ORDER BY r.id DESC LIMIT ?", append(args, p.Limit)...)
 }

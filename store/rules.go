@@ -20,7 +20,7 @@ import (
 // takes the site as its first argument.
 const ruleCols = `r.id, r.family, r.nlri, r.communities, r.text, r.reason, r.actor, r.sites,
 	r.created_at, r.updated_at, r.expires_at, r.state, r.withdraw_requested,
-	COALESCE(s.announced, FALSE), COALESCE(s.last_error, ''), r.origin`
+	COALESCE(s.announced, FALSE), COALESCE(s.last_error, ''), r.origin, r.set_name`
 
 const ruleFrom = ` FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?`
 
@@ -60,7 +60,7 @@ func scanRule(rw row) (Rule, error) {
 		state                     string
 	)
 	err := rw.Scan(&r.ID, &fam, &nlri, &comms, &r.Text, &r.Reason, &r.Actor, &sites,
-		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError, &r.Origin)
+		&created, &updated, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError, &r.Origin, &r.Set)
 	if err != nil {
 		return Rule{}, err
 	}
@@ -114,6 +114,11 @@ func encode(in Input, index int, now time.Time) (encoded, error) {
 	}
 	if err := CheckText(in.Actor, MaxActorBytes); err != nil {
 		return encoded{}, bad("actor", "%v", err)
+	}
+	if in.Set != "" {
+		if err := CheckSetName(in.Set); err != nil {
+			return encoded{}, bad("set", "%v", err)
+		}
 	}
 	exp := normTime(in.ExpiresAt)
 	switch {

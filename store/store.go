@@ -104,6 +104,9 @@ type Rule struct {
 	// a static rule that SITE's configuration declares: only an Input
 	// with the same Origin may change it.
 	Origin string
+	// Set is the declarative set the rule belongs to ("" for none; see
+	// Input.Set).
+	Set string
 }
 
 // Input is what a caller asks to store; Upsert keys it by Rule.Match.
@@ -122,6 +125,11 @@ type Input struct {
 	// static rule; "" for the API). Storing a Match whose active rule has
 	// another non-empty Origin fails with a DeclaredError.
 	Origin string
+	// Set, if not "", puts the rule in that declarative set (the gate's
+	// ApplySet). An active rule of another set is not taken: the write
+	// fails with a SetConflictError. An Input without a Set leaves an
+	// active rule in the set it is in.
+	Set string
 	// AllowUnknownSites lets Sites name sites that no instance registered
 	// (one not started yet); without it such an input is refused.
 	AllowUnknownSites bool
@@ -418,7 +426,7 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 		return s.refused()
 	}
 	var ue *unavailableError
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.As(err, &ue) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.Is(err, ErrSetConflict) || errors.As(err, &ue) {
 		return err
 	}
 	if perr := parent.Err(); perr != nil {

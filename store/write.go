@@ -12,12 +12,12 @@ import (
 // inserts nothing. Each engine words it so that an update takes no id from
 // the sequence (engine.insertRule): ids go to new rules only.
 const insertRuleSQL = `INSERT INTO rules
-	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, state, withdraw_requested)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 
 const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, actor = ?, sites = ?,
-	expires_at = ?, origin = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
+	expires_at = ?, origin = ?, set_name = ?, withdraw_requested = FALSE, updated_at = ? WHERE id = ?`
 
 // write runs fn in one transaction bounded by the call timeout (scaled by
 // n), commits, and signals the change feed if fn reports a change. It
@@ -198,14 +198,14 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin, destinationKey(e.in.Rule.Match)}
+		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), e.in.Set}
 }
 
 // created returns the rule e just inserted as id and records its history.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	r := Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
-		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin,
+		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin, Set: e.in.Set,
 	}
 	t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
 	return r
@@ -253,6 +253,9 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 		if old.Origin != "" && old.Origin != e.in.Origin {
 			return Rule{}, false, false, &DeclaredError{ID: old.ID, Origin: old.Origin}
 		}
+		if e.in.Set != "" && old.Set != "" && old.Set != e.in.Set {
+			return Rule{}, false, false, &SetConflictError{ID: old.ID, Set: old.Set, Want: e.in.Set}
+		}
 		r = merged(old, e)
 		was, is := diffFields(ruleFields(old), ruleFields(r))
 		if len(is) == 0 {
@@ -260,7 +263,7 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 		}
 		r.UpdatedAt = now
 		if _, err := t.exec(ctx, updateRuleSQL, e.comms, e.text, r.Reason, r.Actor, encodeSites(r.Sites),
-			s.eng.timeArg(r.ExpiresAt), r.Origin, s.eng.timeArg(now), old.ID); err != nil {
+			s.eng.timeArg(r.ExpiresAt), r.Origin, r.Set, s.eng.timeArg(now), old.ID); err != nil {
 			return Rule{}, false, false, fmt.Errorf("update rule %d: %w", old.ID, err)
 		}
 		t.event(old.ID, now, EventUpdated, e.in.Actor, "", was, is)
@@ -270,8 +273,9 @@ func (s *Store) upsertTx(ctx context.Context, t *wtx, e *encoded, now time.Time)
 }
 
 // merged is old updated with e: the rule, its text and the actor always,
-// the reason, expiry and sites unless e keeps them; a pending withdraw
-// request is cancelled.
+// the reason, expiry and sites unless e keeps them, the set when e names
+// one (a write outside any set leaves a set's rule in its set); a pending
+// withdraw request is cancelled.
 func merged(old Rule, e *encoded) Rule {
 	r := old
 	r.Rule, r.Text, r.Actor, r.WithdrawRequested, r.Origin = e.in.Rule, e.text, e.in.Actor, false, e.in.Origin
@@ -283,6 +287,9 @@ func merged(old Rule, e *encoded) Rule {
 	}
 	if e.in.Keep&KeepSites == 0 {
 		r.Sites = e.sites
+	}
+	if e.in.Set != "" {
+		r.Set = e.in.Set
 	}
 	return r
 }

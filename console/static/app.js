@@ -776,7 +776,8 @@
         r.shadowed_by ? el('div', {class: 'shadow', text: '⚠ never applies: rule ' + r.shadowed_by +
           ' comes first in the routers\' order and matches all of its traffic'}) : null,
         r.last_error ? el('div', {class: 'error small', text: r.last_error}) : null,
-        r.origin ? el('div', {class: 'muted small', text: 'declared in ' + r.origin}) : null);
+        r.origin ? el('div', {class: 'muted small', text: 'declared in ' + r.origin}) : null,
+        r.set ? el('div', {class: 'muted small', text: 'set ' + r.set}) : null);
       tb.append(el('tr', {'data-rule': r.id, class: r.shadowed_by ? 'shadowed' : ''},
         el('td', {class: 'num', title: prec ? 'place in the order routers apply ' + r.family + ' rules in' : ''},
           el('a', {href: '#/rules/' + r.id, text: '#' + r.id}), prec ? el('div', {class: 'muted small', text: 'prec. ' + prec}) : null),
@@ -825,6 +826,7 @@
     row('actor', r.actor);
     row('sites', r.sites.length ? r.sites.join(', ') : 'every site');
     if (r.origin) row('declared in', r.origin + ' (a static rule: change it in that configuration)');
+    if (r.set) row('set', r.set + ' (applying the set again puts back what it says)');
     row('created', fmtTime(r.created_at));
     row('updated', fmtTime(r.updated_at));
     row('expires', exp);

@@ -208,6 +208,30 @@ var targets = []target{
 			return s, v >= 20000, true
 		},
 	},
+	{
+		what: "Sets: an RTBH set applied through PUT /v1/sets/{name} to a BIRD peer, then re-applied with 1 % of its lines changed, then unchanged",
+		goal: "only the difference on the wire: replacing 1 % of the lines withdraws 1 % and announces 1 % of the routes (2 % of the first apply's route updates), the unchanged apply sends nothing",
+		eval: func(g getter) (string, bool, bool) {
+			const b = "BenchmarkSets"
+			routes, ok := g(b, "apply2-route-changes-%")
+			if !ok {
+				return "", false, false
+			}
+			pct, _ := g(b, "apply2-updates-%")
+			n, _ := g(b, "rules")
+			a1, _ := g(b, "apply1-api-s")
+			t1, _ := g(b, "apply1-bird-s")
+			u1, _ := g(b, "apply1-updates")
+			a2, _ := g(b, "apply2-api-s")
+			t2, _ := g(b, "apply2-bird-s")
+			u2, _ := g(b, "apply2-updates")
+			a3, _ := g(b, "apply3-api-s")
+			u3, _ := g(b, "apply3-updates")
+			peak, _ := g(b, "MB-peak")
+			return fmt.Sprintf("%s rules: first apply %s s (API), %s s until BIRD held all, %s UPDATE messages; 1 %% of the lines replaced: %s s (API), %s s to BIRD, route changes %s %% of the first apply's, %s UPDATE messages (%s %%); unchanged: %s s, %s UPDATEs; peak RSS %s MB",
+				num(n), num(a1), num(t1), num(u1), num(a2), num(t2), num(routes), num(u2), num(pct), num(a3), num(u3), num(peak)), routes <= 2.01 && u3 == 0, true
+		},
+	},
 }
 
 func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {

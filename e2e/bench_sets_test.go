@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/cli"
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+)
+
+// setRoute is line i of the RTBH feed of BenchmarkSets: a /32 blackhole
+// under 10.0.0.0/8 (i < 2^24).
+func setRoute(i int) string {
+	return fmt.Sprintf("route 10.%d.%d.%d/32 then blackhole", i>>16&255, i>>8&255, i&255)
+}
+
+// setFeed is the body of PUT /v1/sets/NAME for lines [0, n), with the
+// first changed of them replaced by lines [n, n+changed).
+func setFeed(n, changed int) []byte {
+	var b strings.Builder
+	b.Grow(n * 48)
+	b.WriteString(`{"rules":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		j := i
+		if i < changed {
+			j = n + i
+		}
+		b.WriteString(`{"text":"` + setRoute(j) + `"}`)
+	}
+	b.WriteString("]}")
+	return []byte(b.String())
+}
+
+// BenchmarkSets: a declarative RTBH set of RIBKEEPER_BENCH_SET /32 routes
+// (default 1,000,000) applied through PUT /v1/sets/feed to a daemon
+// peering with BIRD, until BIRD holds every route; then the same set with
+// 1 % of its lines replaced by other prefixes, until BIRD has the new
+// ones and none of the old; then the second list once more, unchanged.
+// For each: the API call's time, the time until BIRD was done, and the
+// UPDATE messages that crossed the wire (a wireCounter between the daemon
+// and BIRD) and the route updates and withdrawals BIRD counted. Replacing
+// 1 % of the lines should cost exactly that difference (1 % of the routes
+// withdrawn, 1 % announced); the unchanged apply nothing. UPDATE messages
+// pack many routes each, more when many routes change at once, so their
+// ratio is higher than the routes'. Also the daemon's peak and settled
+// RSS.
+func BenchmarkSets(b *testing.B) {
+	n := benchEnv(b, "RIBKEEPER_BENCH_SET", 1_000_000)
+	changed := max(n/100, 1)
+	for range b.N {
+		b.StopTimer()
+		birdtest.Binary(b)
+		rkPort := birdtest.FreePort(b, benchSpeakerAddr)
+		bird := startBird(b, benchBirdAddr, rkPort)
+		wc := startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+		d := startSetDaemon(b, rkPort, wc.Addr, wc.Port)
+		waitFor(b, 20*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
+		first, second := setFeed(n, 0), setFeed(n, changed)
+
+		apply := func(phase string, body []byte, done func() bool) (api, total time.Duration, updates int64, bu, bw int) {
+			b.Helper()
+			u0 := wc.Updates()
+			bu0, bw0, err := bird.ImportStats(0, "ipv4")
+			if err != nil {
+				b.Fatal(err)
+			}
+			t0 := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			res, err := d.client.ApplySet(ctx, "feed", body)
+			cancel()
+			if err != nil {
+				b.Fatalf("%s: PUT /v1/sets/feed: %v", phase, err)
+			}
+			api = time.Since(t0)
+			waitFor(b, 30*time.Minute, phase+": BIRD holds the set", done)
+			total = time.Since(t0)
+			// The last UPDATEs may still be on their way once BIRD's table
+			// is right: wait until the counter stops moving.
+			for last := int64(-1); last != wc.Updates(); {
+				last = wc.Updates()
+				time.Sleep(500 * time.Millisecond)
+			}
+			bu1, bw1, _ := bird.ImportStats(0, "ipv4")
+			b.Logf("%s: %+v; API %v, BIRD done after %v, %d UPDATE messages, BIRD counted %d updates and %d withdrawals",
+				phase, res, api.Round(time.Millisecond), total.Round(time.Millisecond), wc.Updates()-u0, bu1-bu0, bw1-bw0)
+			return api, total, wc.Updates() - u0, bu1 - bu0, bw1 - bw0
+		}
+		ctl, err := bird.Dial()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ctl.Close()
+		has := func(want int, gone string) func() bool {
+			return func() bool {
+				c, err := ctl.Count("up4")
+				if err != nil || c != want {
+					return false
+				}
+				if gone == "" {
+					return true
+				}
+				_, there, err := ctl.RouteTime("up4", gone)
+				return err == nil && !there
+			}
+		}
+		b.StartTimer()
+		api1, total1, up1, bu1, _ := apply("first apply", first, has(n, ""))
+		// The replaced lines' routes are gone once the last of them is.
+		lastGone := strings.Fields(setRoute(changed - 1))[1]
+		api2, total2, up2, bu2, bw2 := apply("1 % changed", second, has(n, lastGone))
+		api3, _, up3, _, _ := apply("unchanged", second, has(n, lastGone))
+		b.StopTimer()
+		settled, _, peak := settledRSS(b, d.pid(), nil)
+		b.ReportMetric(float64(n), "rules")
+		b.ReportMetric(api1.Seconds(), "apply1-api-s")
+		b.ReportMetric(total1.Seconds(), "apply1-bird-s")
+		b.ReportMetric(float64(n)/total1.Seconds(), "apply1-rules/s")
+		b.ReportMetric(float64(up1), "apply1-updates")
+		b.ReportMetric(float64(bu1), "apply1-bird-updates")
+		b.ReportMetric(api2.Seconds(), "apply2-api-s")
+		b.ReportMetric(total2.Seconds(), "apply2-bird-s")
+		b.ReportMetric(float64(up2), "apply2-updates")
+		b.ReportMetric(float64(bu2+bw2), "apply2-bird-changes")
+		b.ReportMetric(100*float64(up2)/float64(max(up1, 1)), "apply2-updates-%")
+		// Replacing 1 % of the lines is 1 % of the routes withdrawn and
+		// 1 % announced: the difference, and all of it, is 2 % of the
+		// first apply's route updates.
+		b.ReportMetric(100*float64(bu2+bw2)/float64(max(bu1, 1)), "apply2-route-changes-%")
+		b.ReportMetric(api3.Seconds(), "apply3-api-s")
+		b.ReportMetric(float64(up3), "apply3-updates")
+		b.ReportMetric(mb(peak), "MB-peak")
+		b.ReportMetric(mb(settled), "MB-rss")
+	}
+}
+
+// startSetDaemon starts ribkeeper for BenchmarkSets: as startBenchDaemon,
+// with the IPv4 unicast family (RTBH) to its one neighbor.
+func startSetDaemon(b testing.TB, rkPort int, peerAddr string, peerPort int) *benchDaemon {
+	b.Helper()
+	dir := b.TempDir()
+	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
+	conf := fmt.Sprintf(`site = "bench"
+[log]
+level = "info"
+[bgp]
+asn = 65000
+router_id = %[1]q
+listen_addresses = [%[1]q]
+listen_port = %[2]d
+[[neighbor]]
+address = %[3]q
+asn = 65001
+port = %[4]d
+local_address = %[1]q
+families = ["ipv4-unicast"]
+[rtbh]
+next_hop_ipv4 = "192.0.2.99"
+[api]
+socket = %[5]q
+[store]
+path = %[6]q
+`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"))
+	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d.client = cli.NewClient(d.socket, 60*time.Second)
+	d.start()
+	b.Cleanup(d.stop)
+	d.waitSocket()
+	return d
+}
