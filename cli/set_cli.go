@@ -135,7 +135,6 @@ func setBody(in io.Reader, file string, tmpl api.AddRuleRequest) ([]byte, []int,
 	return append(body, "]}"...), lineOf, nil
 }
 
-
 // atLine names the file line of the rule the daemon refused.
 func atLine(err error, file string, lineOf []int) error {
 	var e *api.Error
