@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -17,7 +18,20 @@ import (
 // guardrails decided. The caller holds g.mu.
 func (g *Gate) admit(ctx context.Context, a Actor, ps []parsed, batch bool) error {
 	_, err := g.check(ctx, a, ps, batch, false)
-	return err
+	return g.inTime(ctx, err)
+}
+
+// inTime turns a read of the checks that the write's own deadline cut
+// short (ctx from Gate.deadline) into the 503 it is: the store did not
+// answer in time, nothing was stored. The client's own cancellation and
+// every other error pass unchanged.
+func (g *Gate) inTime(ctx context.Context, err error) error {
+	var ref *Refusal
+	if err == nil || errors.As(err, &ref) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return &Refusal{Kind: KindUnavailable, Index: -1, Err: err,
+		Msg: fmt.Sprintf("nothing was stored: the store did not answer this write's checks within %v ([store] write_timeout); the database's disk may be hung or overloaded, or (PostgreSQL) the server away: check it, then retry", g.cfg.WriteTimeout)}
 }
 
 // check applies, in order, the actor's scope to each rule as sent, the

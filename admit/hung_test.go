@@ -236,3 +236,32 @@ func (w *watchEarly) AnnounceEarly(r flowspec.Rule) {
 	default:
 	}
 }
+
+// slowReads is a real store whose reads of the checks (quotas, the
+// stored rule) hang until their caller's deadline, as on a hung disk or
+// a PostgreSQL server that went away.
+type slowReads struct{ *store.Store }
+
+func (s slowReads) QuotaCounts(ctx context.Context, q store.QuotaQuery) (store.QuotaCounts, error) {
+	<-ctx.Done()
+	return store.QuotaCounts{}, fmt.Errorf("store: count rules for quotas: %w", ctx.Err())
+}
+
+// A write whose checks cannot read the store before its deadline is
+// answered 503 (KindUnavailable, naming write_timeout), not an internal
+// error: seen in CI on a frozen disk and during a PostgreSQL failover.
+func TestChecksCutShortByTheDeadlineAreUnavailable(t *testing.T) {
+	st := openStore(t, nil)
+	g := admit.New(admit.Config{Store: slowReads{st}, WriteTimeout: 50 * time.Millisecond})
+	_, _, err := g.Add(context.Background(), noc, req("match destination 203.0.113.9/32 then discard"))
+	wantRefusal(t, "a write whose checks timed out", err, admit.KindUnavailable, "")
+	if !strings.Contains(err.Error(), "write_timeout") {
+		t.Errorf("the refusal %q does not name write_timeout", err)
+	}
+	// The client's own cancellation is not the store's fault.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := g.Add(ctx, noc, req("match destination 203.0.113.9/32 then discard")); err == nil || strings.Contains(err.Error(), "write_timeout") {
+		t.Errorf("a cancelled client's write: %v, want its cancellation", err)
+	}
+}
