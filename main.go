@@ -127,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents":
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "signals", "shutdown", "incidents":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "completion":
 		if len(args) != 2 || args[1] != "bash" {
