@@ -28,7 +28,10 @@
 //
 // Every signal read, and every request refused once its source is known,
 // is recorded in a signals.Recent with what became of it, for operators
-// (GET /v1/signals) to see what detectors sent. Accepted signals go to
+// (GET /v1/signals) to see what detectors sent; requests refused before
+// they were authenticated, which anyone reaching the listener can send,
+// are recorded at most 10 a second per source, so that they cannot push
+// the source's signals out of the ring. Accepted signals go to
 // the Sink given to New (the playbook engine), each with its source's
 // name as Source: the actor of the rules it causes.
 //

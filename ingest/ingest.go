@@ -50,6 +50,10 @@ type source struct {
 	digest [sha256.Size]byte // of the secret, for bearer kinds
 	replay *replayCache      // webhook only
 	firing *firingSet        // alertmanager only
+	// The unauthenticated refusals recorded in the current second.
+	mu         sync.Mutex
+	refusedSec int64
+	refusedN   int
 }
 
 type sourceSet struct {
@@ -146,11 +150,11 @@ func (in *Ingest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			in.refuse(w, src, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
+			in.refuseUnauthenticated(w, src, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "",
 				"request body is larger than %d bytes (the API's body limit): send fewer signals per request", tooLarge.Limit))
 			return
 		}
-		in.refuse(w, src, newError(http.StatusBadRequest, CodeInvalidBody, "", "reading the body: %v", err))
+		in.refuseUnauthenticated(w, src, newError(http.StatusBadRequest, CodeInvalidBody, "", "reading the body: %v", err))
 		return
 	}
 	var sigs []signals.Signal
@@ -174,18 +178,47 @@ func (in *Ingest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if e != nil {
-		in.refuse(w, src, e)
+		if e.Code == CodeUnauthorized {
+			in.refuseUnauthenticated(w, src, e)
+		} else {
+			in.refuse(w, src, e)
+		}
 		return
 	}
 	in.deliver(w, r.Context(), src, sigs, nil)
 }
 
-// refuse answers e and records it for the source.
+// refuse answers e to an authenticated request and records it for the
+// source.
 func (in *Ingest) refuse(w http.ResponseWriter, src *source, e *Error) {
 	in.log.Warn("signal request refused", "source", src.cfg.Name, "code", e.Code, "reason", e.Message)
 	in.recent.Add(signals.Record{Via: src.cfg.Kind, Signal: signals.Signal{Source: src.cfg.Name, At: in.clock.Now()},
 		Reason: e.Message})
 	writeError(w, e)
+}
+
+// maxUnauthenticatedPerSecond bounds the records (and log lines) of
+// requests refused before they were authenticated, per source and
+// second: anyone who reaches the listener can send those, and they must
+// not push the source's real signals out of the ring.
+const maxUnauthenticatedPerSecond = 10
+
+// refuseUnauthenticated answers e to a request not (yet) authenticated,
+// and records and logs it within maxUnauthenticatedPerSecond.
+func (in *Ingest) refuseUnauthenticated(w http.ResponseWriter, src *source, e *Error) {
+	now := in.clock.Now()
+	src.mu.Lock()
+	if sec := now.Unix(); sec != src.refusedSec {
+		src.refusedSec, src.refusedN = sec, 0
+	}
+	src.refusedN++
+	keep := src.refusedN <= maxUnauthenticatedPerSecond
+	src.mu.Unlock()
+	if !keep {
+		writeError(w, e)
+		return
+	}
+	in.refuse(w, src, e)
 }
 
 // Result is what became of one signal (or alert) of a request.

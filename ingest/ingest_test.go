@@ -410,3 +410,26 @@ func TestReloadKeepsReplayCache(t *testing.T) {
 		t.Errorf("old secret after rotation: %d %s", a.code, a.raw)
 	}
 }
+
+// Requests refused before they were authenticated cannot push a source's
+// signals out of the ring: at most 10 of them a second are recorded.
+func TestUnauthenticatedRefusalsRecordedWithinABound(t *testing.T) {
+	r := newRig(t)
+	if a := r.post("hook", signed(hookSecret, r.clock.Now(), oneSignal), oneSignal); a.code != 200 {
+		t.Fatal(a.raw)
+	}
+	for range 100 {
+		if a := r.post("hook", http.Header{}, oneSignal); a.code != 401 {
+			t.Fatalf("unsigned: %d", a.code)
+		}
+	}
+	rec := r.recent.List(nil, 0)
+	if len(rec) != 11 || !rec[10].Accepted {
+		t.Fatalf("ring holds %d records (want the signal and 10 refusals)", len(rec))
+	}
+	r.clock.Advance(time.Second)
+	r.post("hook", http.Header{}, oneSignal)
+	if n := len(r.recent.List(nil, 0)); n != 12 {
+		t.Errorf("the next second: %d records, want 12", n)
+	}
+}
