@@ -45,8 +45,8 @@ func mac(secret []byte, ts int64, body []byte) []byte {
 // timestamp against the window, then that it is not a replay; the
 // signature is remembered from then on.
 func (in *Ingest) verifySignature(r *http.Request, src *source, body []byte) *Error {
-	how := fmt.Sprintf("sign each request: %s: Unix seconds; %s: sha256= and the hex HMAC-SHA256, under the source's secret, of the timestamp, \".\" and the body (docs/api.md)",
-		HeaderTimestamp, HeaderSignature)
+	const how = "sign each request: " + HeaderTimestamp + ": Unix seconds; " + HeaderSignature +
+		": sha256= and the hex HMAC-SHA256, under the source's secret, of the timestamp, \".\" and the body (docs/api.md)"
 	tsText, sigText := r.Header.Get(HeaderTimestamp), r.Header.Get(HeaderSignature)
 	if tsText == "" || sigText == "" {
 		return newError(http.StatusUnauthorized, CodeUnauthorized, "", "missing %s or %s header: %s", HeaderTimestamp, HeaderSignature, how)
