@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -22,14 +25,20 @@ import (
 
 const hookSecret = "hook-secret-0123456789"
 
+// takeAll is a Sink that keeps every signal but one for the target
+// refuse.
 type takeAll struct {
-	mu  sync.Mutex
-	got []signals.Signal
+	mu     sync.Mutex
+	got    []signals.Signal
+	refuse string
 }
 
 func (s *takeAll) Accept(_ context.Context, sig signals.Signal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if sig.Target.String() == s.refuse {
+		return errors.New("target outside the source's prefixes")
+	}
 	s.got = append(s.got, sig)
 	return nil
 }
@@ -206,4 +215,65 @@ func TestSignalsCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &l) != nil || len(l.Signals) != 1 || l.Signals[0].Target != "192.0.2.10/32" {
 		t.Fatalf("signals --json, scoped: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+}
+
+// The signal routes' answers match api/openapi.json: accepted, refused by
+// the sink, each kind of error, and the list.
+func TestOpenAPISignalAnswers(t *testing.T) {
+	doc := loadOpenAPI(t)
+	ops := documented(doc)
+	ts, sink := startSignals(t)
+	sink.refuse = "198.51.100.1/32"
+	ok := `{"signals": [{"target": "192.0.2.10", "state": "start", "protocol": "udp", "dst_ports": [53], "pps": 250000}]}`
+	mixed := `{"signals": [{"target": "192.0.2.11", "state": "start"}, {"target": "198.51.100.1", "state": "start"}]}`
+	bad := `{"signals": [{"target": "192.0.2.300", "state": "start"}]}`
+	many := `{"signals": [` + strings.TrimSuffix(strings.Repeat(`{"target": "192.0.2.1", "state": "end"},`, 11), ",") + `]}`
+	replayed := sign(ok)
+	check := func(route string, status int, body []byte) {
+		t.Helper()
+		resp, found := ops[route]["responses"].(map[string]any)[strconv.Itoa(status)]
+		if !found {
+			t.Errorf("%s answered %d, which api/openapi.json does not document: %s", route, status, body)
+			return
+		}
+		schema := resolve(t, doc, resp).(map[string]any)["content"].(map[string]any)["application/json"].(map[string]any)["schema"]
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		for _, e := range schemaCheck(t, doc, schema, v, fmt.Sprintf("%s (%d)", route, status)) {
+			t.Errorf("%s\n  answer: %s", e, body)
+		}
+	}
+	seen := map[int]bool{}
+	for _, c := range []struct {
+		body   string
+		header map[string]string
+		want   int
+	}{
+		{ok, replayed, 200},
+		{ok, replayed, 409},
+		{mixed, sign(mixed), 422},
+		{bad, sign(bad), 400},
+		{many, sign(many), 413},
+		{ok, nil, 401},
+	} {
+		code, body := ts.signal(t, c.body, c.header)
+		if code != c.want {
+			t.Errorf("answered %d, want %d: %s", code, c.want, body)
+		}
+		seen[code] = true
+		check("POST /v1/signals/{source}", code, body)
+	}
+	status, body, _ := ts.do(t, writeSecret, "POST", "/v1/signals/nope", ok)
+	if status != 404 {
+		t.Errorf("unknown source: %d %s", status, body)
+	}
+	check("POST /v1/signals/{source}", status, body)
+	status, body, _ = ts.do(t, readSecret, "GET", "/v1/signals", "")
+	check("GET /v1/signals", status, body)
+	status, body, _ = ts.do(t, readSecret, "GET", "/v1/signals?limit=0", "")
+	check("GET /v1/signals", status, body)
 }
