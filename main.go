@@ -329,10 +329,9 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
 	// Detectors' signals ([[source]]): the HTTP ways in record every one
-	// in a ring (GET /v1/signals) and hand it to the sink. No playbook
-	// engine yet: signals are taken and logged, and cause no rule.
+	// in a ring (GET /v1/signals) and hand it to the engine.
 	recent := signals.NewRecent(0)
-	ways, err := ingest.New(log.Named("ingest"), cfg.Sources, ingest.Unhandled(log.Named("signals")), recent, nil)
+	ways, err := ingest.New(log.Named("ingest"), cfg.Sources, engine, recent, nil)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,8 @@ const (
 
 // signalsPair starts BIRD and a ribkeeper whose TCP listener has the
 // sources of the README's recipes: "hook" (webhook), "alertmanager" and
-// "fastnetmon". It returns the listener's address (host:port).
+// "fastnetmon", and a playbook for the alerts. It returns the listener's
+// address (host:port).
 func signalsPair(t *testing.T) (*daemon, *birdtest.Router, string) {
 	t.Helper()
 	birdtest.Binary(t)
@@ -48,6 +49,15 @@ secret = %q
 name = "fastnetmon"
 kind = "fastnetmon"
 secret = %q
+# Alerts become a discard rule for their target, withdrawn 2 s after the
+# alert is resolved.
+[[playbook]]
+name = "alerts"
+sources = ["alertmanager"]
+hold_down = "2s"
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "10m"
 `, port, filepath.Join(dir, "rk.db"), hookSecret, amSecret, fnmSecret)
 	d, bird := startPair(t, pair{rkAddr: "127.0.0.1", birdAddr: "127.0.0.2", site: "e2e", dir: dir, store: extra})
 	return d, bird, fmt.Sprintf("127.0.0.1:%d", port)
@@ -249,9 +259,11 @@ func postAlert(t *testing.T, amURL string, labels map[string]string, startsAt, e
 
 // Debian's Alertmanager, configured with the README's receiver: an alert
 // posted to it becomes a start signal of source "alertmanager" for the
-// alert's target; resolving it (endsAt in the past) an end signal.
+// alert's target, and the playbook's discard rule for it reaches BIRD,
+// written by the source; resolving the alert (endsAt in the past) is an
+// end signal, and the rule is withdrawn from BIRD after the hold-down.
 func TestAlertmanagerSignals(t *testing.T) {
-	d, _, addr := signalsPair(t)
+	d, bird, addr := signalsPair(t)
 	amURL := startAlertmanager(t, addr)
 	labels := map[string]string{"alertname": "DDoS", "target": "192.0.2.10", "protocol": "udp", "dst_port": "53", "pps": "250000"}
 	start := time.Now().Add(-time.Minute) // endsAt must not be before it
@@ -263,6 +275,19 @@ func TestAlertmanagerSignals(t *testing.T) {
 		s.PPS != 250000 || s.Detail != "UDP flood" || s.Via != "alertmanager" || s.AttackID == "" {
 		t.Errorf("start signal = %+v", s)
 	}
+	const flow = "flow4 { dst 192.0.2.10/32; }"
+	bird.WaitRoutes(t, "ft4", 60*time.Second, "the alert's discard rule at BIRD", has(flow, discardExt))
+	var list struct {
+		Rules []struct {
+			Actor, Reason, Text string
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal([]byte(d.mustCLI("rule", "list", "--state", "active", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Rules) != 1 || list.Rules[0].Actor != "alertmanager" || !strings.Contains(list.Rules[0].Reason, "alerts") {
+		t.Errorf("active rules = %+v, want one by actor alertmanager naming the playbook", list.Rules)
+	}
 	postAlert(t, amURL, labels, start, time.Now().Add(-time.Second))
 	e := d.waitSignal(t, "the resolved alert's end signal", func(s api.Signal) bool {
 		return s.Source == "alertmanager" && s.State == "end"
@@ -270,6 +295,7 @@ func TestAlertmanagerSignals(t *testing.T) {
 	if !e.Accepted || e.Target != "192.0.2.10/32" || e.AttackID != s.AttackID {
 		t.Errorf("end signal = %+v, want the same target and attack id as %+v", e, s)
 	}
+	bird.WaitRoutes(t, "ft4", 60*time.Second, "the rule withdrawn after the hold-down", lacks(flow))
 	for _, s := range d.signals() {
 		if !s.Accepted {
 			t.Errorf("a refused signal: %+v", s)
