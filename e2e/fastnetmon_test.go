@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // notify runs contrib/fastnetmon/ribkeeper-notify.sh as FastNetMon does:
@@ -42,9 +43,10 @@ func notifyLog(d *daemon) string {
 
 // The notify script forwards FastNetMon's calls to the "fastnetmon"
 // source, over TCP with the secret from a file or over the control
-// socket: ban is a start signal with what the details say, unban an end;
-// garbage and a wrong secret are refused and nothing is recorded as
-// accepted.
+// socket: ban is a start signal with what the details say, and the
+// playbook's rule reaches BIRD; unban is an end, and the rule is withdrawn
+// after the hold-down; garbage and a wrong secret are refused and nothing
+// is recorded as accepted.
 func TestFastNetMonNotify(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -52,7 +54,7 @@ func TestFastNetMonNotify(t *testing.T) {
 		}
 		t.Skip("curl not found")
 	}
-	d, _, addr := signalsPair(t)
+	d, bird, addr := signalsPair(t)
 	secretFile := filepath.Join(d.dir, "fnm.secret")
 	if err := os.WriteFile(secretFile, []byte(fnmSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -64,10 +66,13 @@ func TestFastNetMonNotify(t *testing.T) {
 	if out, code := notify(t, d, tcp, "198.51.100.77", "incoming", "90000", "attack_details"); code != 0 {
 		t.Fatalf("attack_details: exit %d: %s\n%s", code, out, notifyLog(d))
 	}
+	const flow = "flow4 { dst 198.51.100.77/32; }"
+	bird.WaitRoutes(t, "ft4", 60*time.Second, "the banned address discarded at BIRD", has(flow, discardExt))
 	socket := []string{"RIBKEEPER_SOCKET=" + d.socket, "RIBKEEPER_SECRET=" + fnmSecret}
 	if out, code := notify(t, d, socket, "198.51.100.77", "incoming", "0", "unban"); code != 0 {
 		t.Fatalf("unban over the socket: exit %d: %s\n%s", code, out, notifyLog(d))
 	}
+	bird.WaitRoutes(t, "ft4", 60*time.Second, "the rule withdrawn after the unban and the hold-down", lacks(flow))
 	// The argument order of FastNetMon Advanced's JSON mode, IPv6.
 	if out, code := notify(t, d, tcp, "ban", "2001:db8::77"); code != 0 {
 		t.Fatalf("ban IP: exit %d: %s\n%s", code, out, notifyLog(d))
@@ -102,7 +107,7 @@ func TestFastNetMonNotify(t *testing.T) {
 		}
 	}
 	ban := sigs[4]
-	if ban.PPS != 100500 || ban.Protocol != "tcp" || !strings.Contains(ban.Detail, "syn_flood") {
-		t.Errorf("ban = %+v, want its rate, protocol and attack type", ban)
+	if ban.PPS != 100500 || ban.Protocol != "" || !strings.Contains(ban.Detail, "syn_flood") || !strings.Contains(ban.Detail, "protocol tcp") {
+		t.Errorf("ban = %+v, want its rate, and the attack type and protocol in its detail", ban)
 	}
 }

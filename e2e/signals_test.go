@@ -26,7 +26,7 @@ const (
 
 // signalsPair starts BIRD and a ribkeeper whose TCP listener has the
 // sources of the README's recipes: "hook" (webhook), "alertmanager" and
-// "fastnetmon", and a playbook for the alerts. It returns the listener's
+// "fastnetmon", and playbooks for the alerts and the bans. It returns the listener's
 // address (host:port).
 func signalsPair(t *testing.T) (*daemon, *birdtest.Router, string) {
 	t.Helper()
@@ -54,6 +54,14 @@ secret = %q
 [[playbook]]
 name = "alerts"
 sources = ["alertmanager"]
+hold_down = "2s"
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "10m"
+# So do FastNetMon's bans, until 2 s after the unban.
+[[playbook]]
+name = "bans"
+sources = ["fastnetmon"]
 hold_down = "2s"
 [[playbook.step]]
 rules = ["match destination {target} then discard"]

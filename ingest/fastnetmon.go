@@ -24,8 +24,8 @@ type FastNetMonCall struct {
 	Details   string `json:"details,omitempty"`
 }
 
-// readFastNetMon reads one forwarded call as a signal: ban is start,
-// attack_details ongoing, unban end. Only incoming attacks are signals:
+// readFastNetMon reads one forwarded call as a signal without a vector:
+// ban is start, attack_details ongoing, unban end. Only incoming attacks are signals:
 // an outgoing one is traffic from a host of the operator's, which no
 // rule for the host as a destination stops.
 func (in *Ingest) readFastNetMon(src *source, body []byte) (signals.Signal, *Error) {
@@ -63,21 +63,24 @@ func (in *Ingest) readFastNetMon(src *source, body []byte) (signals.Signal, *Err
 		return s, newError(http.StatusBadRequest, CodeInvalidSignal, "ip", "%v", err)
 	}
 	s.Target = t
+	// FastNetMon bans a host, not a vector, and its unban carries no
+	// details: the signals of one ban carry no vector, so that ban,
+	// attack_details and unban are one incident. What the details say
+	// of the attack goes in Detail.
 	details := fastNetMonDetails(c.Details)
-	s.Vector.Protocol = strings.ToLower(details["attack protocol"])
 	s.AttackID = details["attack uuid"]
 	s.Detail = fmt.Sprintf("fastnetmon %s: %s attack on %s at %d pps", c.Action, strings.ToLower(c.Direction), c.IP, c.PPS)
 	if at := details["attack type"]; at != "" {
 		s.Detail += ", attack type " + at
+	}
+	if p := details["attack protocol"]; p != "" {
+		s.Detail += ", protocol " + p
 	}
 	if len(s.Detail) > signals.MaxDetailBytes {
 		s.Detail = s.Detail[:signals.MaxDetailBytes]
 	}
 	if len(s.AttackID) > signals.MaxIDBytes {
 		s.AttackID = s.AttackID[:signals.MaxIDBytes]
-	}
-	if len(s.Vector.Protocol) > 16 {
-		s.Vector.Protocol = ""
 	}
 	if err := s.Check(); err != nil {
 		return s, newError(http.StatusBadRequest, CodeInvalidSignal, "", "%v", err)

@@ -368,8 +368,10 @@ func TestFastNetMon(t *testing.T) {
 		t.Fatalf("unban: %d %s", a.code, a.raw)
 	}
 	got := r.sink.signals()
-	if len(got) != 2 || got[0].State != signals.Start || got[0].Vector.Protocol != "tcp" || got[0].PPS != 100500 ||
-		!strings.Contains(got[0].Detail, "syn_flood") || got[1].State != signals.End || got[1].Target.String() != "203.0.113.9/32" {
+	// Ban and unban are one incident: the same target, no vector.
+	if len(got) != 2 || got[0].State != signals.Start || got[0].Vector.Key() != got[1].Vector.Key() || got[0].PPS != 100500 ||
+		!strings.Contains(got[0].Detail, "syn_flood") || !strings.Contains(got[0].Detail, "protocol tcp") ||
+		got[1].State != signals.End || got[1].Target.String() != "203.0.113.9/32" {
 		t.Fatalf("signals = %+v", got)
 	}
 	for _, tc := range []struct{ body, want string }{
