@@ -40,11 +40,13 @@ import (
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/ingest"
 	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
 	"github.com/ribkeeper/ribkeeper/playbook"
 	"github.com/ribkeeper/ribkeeper/profile"
 	"github.com/ribkeeper/ribkeeper/reconcile"
+	"github.com/ribkeeper/ribkeeper/signals"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -127,7 +129,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "shutdown", "incidents":
+	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "signals", "shutdown", "incidents":
 		return cli.Main(ctx, args, stdout, stderr)
 	case "completion":
 		if len(args) != 2 || args[1] != "bash" {
@@ -326,10 +328,17 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	defer cancel()
 	recCtx, stopRec := context.WithCancel(ctx)
 	sd := &shutdowner{log: log.Named("shutdown"), sp: sp, stopRec: stopRec, recDone: make(chan struct{}), stopAll: cancel}
+	// Detectors' signals ([[source]]): the HTTP ways in record every one
+	// in a ring (GET /v1/signals) and hand it to the engine.
+	recent := signals.NewRecent(0)
+	ways, err := ingest.New(log.Named("ingest"), cfg.Sources, engine, recent, nil)
+	if err != nil {
+		return err
+	}
 	srv := api.New(log.Named("api"), st, gate, sp, api.WithMetrics(mx.Handler(), mx), api.WithReconciler(rec),
 		api.WithShutdown(sd), api.WithShutdownTimeout(shutdownWait+10*time.Second),
 		api.WithEvents(events), api.WithSeries(series), api.WithConsole(console.Handler()),
-		api.WithNotifications(ns.n), api.WithStoreCondition(st), api.WithIncidents(engine))
+		api.WithNotifications(ns.n), api.WithStoreCondition(st), api.WithIncidents(engine), api.WithSignals(ways, recent))
 	tcp := tcpConfig(cfg)
 	// Fail before anything is announced, not after.
 	if tcp != nil {
@@ -407,7 +416,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		})
 	}
 	goRun("playbook", engine.Run)
-	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, engine: engine, started: cfg, notices: ns}
+	rl := &reloader{log: log.Named("reload"), cur: cfg, sp: sp, gate: gate, api: srv, engine: engine, ingest: ways, started: cfg, notices: ns}
 	goRun("reload", func(ctx context.Context) error {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

@@ -10,6 +10,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/ingest"
 	"github.com/ribkeeper/ribkeeper/playbook"
 )
 
@@ -95,7 +96,8 @@ func tcpConfig(cfg *config.Config) *api.TCPConfig {
 // and origins (a removed or changed token stops working at once),
 // notification receivers, neighbors, peer groups and dynamic neighbors
 // (only changed sessions are touched), RTBH next hops, guardrails, and
-// signal sources and playbooks (for incidents opened after it). The rest
+// signal sources (the ways in and the engine; a rotated secret works from
+// then on) and playbooks (for incidents opened after it). The rest
 // needs a restart and is
 // only reported.
 type reloader struct {
@@ -107,6 +109,8 @@ type reloader struct {
 	// engine takes the new sources and playbooks (open incidents keep
 	// theirs).
 	engine *playbook.Engine
+	// ingest takes the [[source]]s of the HTTP ways in.
+	ingest *ingest.Ingest
 	// started is the configuration the process started with: the TCP
 	// listener's address and key pair come from it.
 	started *config.Config
@@ -126,6 +130,13 @@ func (r *reloader) reload(ctx context.Context) error {
 		r.log.Error("reload: these settings changed but only take effect after a restart", "config", r.cur.File, "sections", keys)
 	}
 	r.applyTCP(next)
+	if r.ingest != nil {
+		if err := r.ingest.SetSources(next.Sources); err != nil {
+			r.log.Error("reload: [[source]]s not applied; the previous ones stay in force", "error", err)
+		} else {
+			r.log.Info("reload: signal sources applied", "sources", len(next.Sources))
+		}
+	}
 	ch, err := r.sp.Reconfigure(ctx, bgpConfig(next))
 	if err != nil {
 		r.log.Error("reload: neighbors only partly applied", "error", err)

@@ -44,6 +44,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.Handle("GET /v1/incidents/{id}", s.handle(s.getIncident))
 	s.setRoutes(mux)
 	s.consoleRoutes(mux)
+	s.signalRoutes(mux)
 	if s.opts.metrics != nil {
 		mux.Handle("GET /metrics", s.opts.metrics)
 	}

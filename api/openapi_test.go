@@ -23,7 +23,9 @@ import (
 
 	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/bgp"
+	"github.com/ribkeeper/ribkeeper/ingest"
 	"github.com/ribkeeper/ribkeeper/notify"
+	"github.com/ribkeeper/ribkeeper/signals"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -322,7 +324,13 @@ func TestOpenAPIServed(t *testing.T) {
 	doc := loadOpenAPI(t)
 	ev := api.NewEvents(nil, nil, nil, nil)
 	se := api.NewSeries(nil, api.SeriesSources{}, time.Second, 10, nil)
-	ts := startServerOver(t, newFakeRules(), api.WithEvents(ev), api.WithSeries(se), api.WithShutdown(refusingShutdown{}))
+	recent := signals.NewRecent(0)
+	ways, err := ingest.New(nil, nil, &takeAll{}, recent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := startServerOver(t, newFakeRules(), api.WithEvents(ev), api.WithSeries(se), api.WithShutdown(refusingShutdown{}),
+		api.WithSignals(ways, recent))
 	ts.rib.setReady(true)
 	for key := range documented(doc) {
 		method, path, _ := strings.Cut(key, " ")

@@ -107,7 +107,9 @@ type options struct {
 	console         http.Handler   // console.go
 	store           StoreCondition // status.go
 	notifications   Notifications
-	incidents       Incidents // incidents.go
+	incidents       Incidents    // incidents.go
+	signalsIn       http.Handler // signals.go
+	signalLog       SignalLog    // signals.go
 }
 
 // Notifications is the delivery state of the notification receivers

@@ -176,7 +176,8 @@ func (s *Server) tcpHandler(ts *tokenSet) http.Handler {
 
 // tcpChain is what the TCP listener serves: the Host check before anything
 // (the console's pages included), then the console, the write check and
-// authentication.
+// authentication by token, or, for the detectors' ways in, by their
+// source's secret (signals.go).
 func (s *Server) tcpChain() http.Handler {
-	return viaTCP(s.instrument(s.recoverer(s.checkHost(s.withConsole(s.checkWrite(s.authenticate(s.inner)))))))
+	return viaTCP(s.instrument(s.recoverer(s.checkHost(s.withConsole(s.checkWrite(s.withSignalsIn(s.authenticate(s.inner))))))))
 }

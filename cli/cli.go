@@ -58,6 +58,9 @@ var commands = []command{
 	{"peers", "[--json]", "Show the BGP sessions and their state."},
 	{"status", "[--json]", "Show peers, rule counts and the reconcile passes."},
 	{"diff", "[--json]", "Show what the next reconcile pass would change."},
+	{"signals", "[--source NAME] [--limit N] [--json]",
+		"Show the signals detectors sent most recently (newest first): source, target, state, vector, and whether it was accepted or why it was refused. " +
+			"A scoped token sees only signals for its prefixes."},
 	{"whoami", "[--json]", "Show who the API sees (the token's name over TCP) and what it may do: role, prefixes, actions, quota."},
 	{"incidents list", "[--limit N] [--json]",
 		"List the incidents of the playbook engine, newest first: signals for one target and vector, the playbook applied, its step and rules ('ribkeeper incidents' alone does the same)."},
@@ -264,6 +267,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 		return c.diff(ctx, args[1:])
 	case "whoami":
 		return c.whoami(ctx, args[1:])
+	case "signals":
+		return c.signals(ctx, args[1:])
 	case "shutdown":
 		return c.shutdownCmd(ctx, args[1:])
 	case "incidents":

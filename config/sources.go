@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Source kinds: how a detector sends its signals.
@@ -51,6 +52,62 @@ type Source struct {
 	MaxActiveRules       int
 	MaxNewRulesPerMinute int
 	NeverExpires         bool
+
+	// TimestampWindow: how far a webhook request's signed timestamp may
+	// be from the daemon's clock, either way (default
+	// DefaultTimestampWindow); signatures are remembered that long.
+	TimestampWindow time.Duration
+	// ReplayCache caps the signatures a webhook source's requests are
+	// remembered by (default DefaultReplayCache): beyond it a request is
+	// refused (429) until older ones leave the window.
+	ReplayCache int
+	// MaxSignalsPerRequest caps the signals of one webhook request and
+	// the alerts of one Alertmanager notification (default
+	// DefaultMaxSignalsPerRequest).
+	MaxSignalsPerRequest int
+	// Labels maps an alertmanager source's alert labels (or annotations)
+	// to signal fields.
+	Labels AlertLabels
+}
+
+// Defaults of a source's bounds.
+const (
+	DefaultTimestampWindow      = 5 * time.Minute
+	DefaultReplayCache          = 65536
+	DefaultMaxSignalsPerRequest = 100
+)
+
+// AlertLabels names the labels of an Alertmanager alert that carry each
+// field of a signal; each is looked up in the alert's labels, then its
+// annotations. Target is a list: the first label present wins, and a
+// value "host:port" (Prometheus' instance) counts as its host.
+type AlertLabels struct {
+	Target                       []string
+	Protocol, SrcPorts, DstPorts string
+	TCPFlags, PPS, BPS           string
+	Confidence, AttackID, Detail string
+}
+
+// DefaultAlertLabels are the labels used for the fields a source does
+// not map ([source.labels]).
+var DefaultAlertLabels = AlertLabels{
+	Target:   []string{"target", "instance"},
+	Protocol: "protocol", SrcPorts: "src_port", DstPorts: "dst_port", TCPFlags: "tcp_flags",
+	PPS: "pps", BPS: "bps", Confidence: "confidence", AttackID: "attack_id", Detail: "summary",
+}
+
+// rawLabels mirrors [source.labels].
+type rawLabels struct {
+	Target     []string `toml:"target"`
+	Protocol   string   `toml:"protocol"`
+	SrcPorts   string   `toml:"src_ports"`
+	DstPorts   string   `toml:"dst_ports"`
+	TCPFlags   string   `toml:"tcp_flags"`
+	PPS        string   `toml:"pps"`
+	BPS        string   `toml:"bps"`
+	Confidence string   `toml:"confidence"`
+	AttackID   string   `toml:"attack_id"`
+	Detail     string   `toml:"detail"`
 }
 
 // rawSource mirrors one [[source]] table.
@@ -70,6 +127,11 @@ type rawSource struct {
 	MaxActiveRules       *int64   `toml:"max_active_rules"`
 	MaxNewRulesPerMinute *int64   `toml:"max_new_rules_per_minute"`
 	NeverExpires         bool     `toml:"never_expires"`
+	// Bounds of the ways in (see Source).
+	TimestampWindow      string     `toml:"timestamp_window"`
+	ReplayCache          *int64     `toml:"replay_cache"`
+	MaxSignalsPerRequest *int64     `toml:"max_signals_per_request"`
+	Labels               *rawLabels `toml:"labels"`
 }
 
 // sources validates the [[source]] tables into c.Sources.
@@ -102,6 +164,7 @@ func (v *validator) sources(f *file, c *Config) {
 			}
 			src.Secret, _ = v.secret(key, s.Secret, s.SecretEnv, s.SecretFile, "secret")
 		}
+		v.sourceBounds(key, s, &src)
 		// The scope of a source is a token's: reuse its checks.
 		tok := Token{Role: "write"}
 		v.tokenScope(key, s.Prefixes, s.Actions, s.MaxActiveRules, &tok)
@@ -115,6 +178,65 @@ func (v *validator) sources(f *file, c *Config) {
 			}
 		}
 		c.Sources = append(c.Sources, src)
+	}
+}
+
+// sourceBounds validates the bounds of the HTTP ways in: the timestamp
+// window and replay cache of a webhook source, the signals per request
+// of a webhook or alertmanager source, and an alertmanager source's
+// labels.
+func (v *validator) sourceBounds(key func(string) string, s rawSource, src *Source) {
+	if src.Kind != SourceWebhook && (s.TimestampWindow != "" || s.ReplayCache != nil) {
+		v.add(key("timestamp_window"), "timestamp_window and replay_cache are for a webhook source (signed requests); a %s source has none: remove them", src.Kind)
+	}
+	if src.Kind != SourceWebhook && src.Kind != SourceAlertmanager && s.MaxSignalsPerRequest != nil {
+		v.add(key("max_signals_per_request"), "max_signals_per_request is for a webhook or alertmanager source; a %s source sends one signal at a time: remove it", src.Kind)
+	}
+	if src.Kind != SourceAlertmanager && s.Labels != nil {
+		v.add(key("labels"), "[source.labels] maps an alertmanager source's alert labels; a %s source has none: remove it", src.Kind)
+	}
+	src.TimestampWindow = DefaultTimestampWindow
+	if s.TimestampWindow != "" {
+		if d := v.duration(key("timestamp_window"), s.TimestampWindow, time.Second, 24*time.Hour, "1s..24h, default 5m"); d > 0 {
+			src.TimestampWindow = d
+		}
+	}
+	src.ReplayCache = DefaultReplayCache
+	if n := s.ReplayCache; n != nil {
+		if *n < 1 || *n > 1<<24 {
+			v.add(key("replay_cache"), "%d is not a cache size: use 1..16777216 signatures (default %d)", *n, DefaultReplayCache)
+		} else {
+			src.ReplayCache = int(*n)
+		}
+	}
+	src.MaxSignalsPerRequest = DefaultMaxSignalsPerRequest
+	if n := s.MaxSignalsPerRequest; n != nil {
+		if *n < 1 || *n > 10000 {
+			v.add(key("max_signals_per_request"), "%d is not a count: use 1..10000 (default %d)", *n, DefaultMaxSignalsPerRequest)
+		} else {
+			src.MaxSignalsPerRequest = int(*n)
+		}
+	}
+	src.Labels = DefaultAlertLabels
+	if l := s.Labels; l != nil {
+		if len(l.Target) > 0 {
+			src.Labels.Target = l.Target
+		}
+		for _, f := range []struct {
+			raw string
+			dst *string
+		}{{l.Protocol, &src.Labels.Protocol}, {l.SrcPorts, &src.Labels.SrcPorts}, {l.DstPorts, &src.Labels.DstPorts},
+			{l.TCPFlags, &src.Labels.TCPFlags}, {l.PPS, &src.Labels.PPS}, {l.BPS, &src.Labels.BPS},
+			{l.Confidence, &src.Labels.Confidence}, {l.AttackID, &src.Labels.AttackID}, {l.Detail, &src.Labels.Detail}} {
+			if f.raw != "" {
+				*f.dst = f.raw
+			}
+		}
+		for _, t := range src.Labels.Target {
+			if t == "" {
+				v.add(key("labels.target"), "an empty label name: list label names, e.g. target = [\"target\", \"instance\"]")
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const sourcesBase = `
@@ -84,6 +85,52 @@ queue = 50
 		{"[[notify]]\nname = \"x\"\nkind = \"slack\"\nurl = \"https://h.example.net/x\"\nevents = [\"peer.flap\"]", "not an event"},
 		{"[[notify]]\nname = \"x\"\nkind = \"pager\"\nurl = \"https://h.example.net/x\"", "not a receiver kind"},
 		{"[[notify]]\nname = \"x\"\nkind = \"slack\"\nurl = \"https://h.example.net/x\"\nqueue = 0", "out of range"},
+	} {
+		_, err := Parse("t.toml", []byte(sourcesBase+tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+func TestSourceBounds(t *testing.T) {
+	c, err := Parse("t.toml", []byte(sourcesBase+`
+[[source]]
+name = "hook"
+kind = "webhook"
+secret = "0123456789abcdef0123"
+timestamp_window = "90s"
+replay_cache = 1000
+max_signals_per_request = 5
+
+[[source]]
+name = "am"
+kind = "alertmanager"
+secret = "0123456789abcdef0123"
+[source.labels]
+target = ["victim"]
+pps = "packets"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, am := c.Sources[0], c.Sources[1]
+	if h.TimestampWindow != 90*time.Second || h.ReplayCache != 1000 || h.MaxSignalsPerRequest != 5 {
+		t.Errorf("webhook bounds = %v %d %d", h.TimestampWindow, h.ReplayCache, h.MaxSignalsPerRequest)
+	}
+	if am.TimestampWindow != DefaultTimestampWindow || am.MaxSignalsPerRequest != DefaultMaxSignalsPerRequest {
+		t.Errorf("alertmanager defaults = %v %d", am.TimestampWindow, am.MaxSignalsPerRequest)
+	}
+	if len(am.Labels.Target) != 1 || am.Labels.Target[0] != "victim" || am.Labels.PPS != "packets" || am.Labels.Protocol != "protocol" {
+		t.Errorf("labels = %+v", am.Labels)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{"[[source]]\nname = \"x\"\nkind = \"alertmanager\"\nsecret = \"0123456789abcdef0123\"\ntimestamp_window = \"1m\"", "for a webhook source"},
+		{"[[source]]\nname = \"x\"\nkind = \"webhook\"\nsecret = \"0123456789abcdef0123\"\ntimestamp_window = \"soon\"", "source[1].timestamp_window"},
+		{"[[source]]\nname = \"x\"\nkind = \"webhook\"\nsecret = \"0123456789abcdef0123\"\nreplay_cache = 0", "not a cache size"},
+		{"[[source]]\nname = \"x\"\nkind = \"webhook\"\nsecret = \"0123456789abcdef0123\"\n[source.labels]\npps = \"p\"", "alertmanager source's alert labels"},
+		{"[[source]]\nname = \"x\"\nkind = \"fastnetmon\"\nsecret = \"0123456789abcdef0123\"\nmax_signals_per_request = 3", "one signal at a time"},
+		{"[[source]]\nname = \"x\"\nkind = \"alertmanager\"\nsecret = \"0123456789abcdef0123\"\n[source.labels]\nfoo = \"p\"", "unknown key"},
 	} {
 		_, err := Parse("t.toml", []byte(sourcesBase+tc.body))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,47 +1,43 @@
 #!/bin/sh
-# FastNetMon notify script for ribkeeper.
+# FastNetMon notify script for ribkeeper: a thin forwarder.
 #
-# FastNetMon (community edition, notify_script_path in fastnetmon.conf;
-# Advanced with notify_script_format = text) runs it as
+# FastNetMon (community edition: notify_script_path in fastnetmon.conf)
+# runs it as
 #
 #     ribkeeper-notify.sh IP DIRECTION PPS ACTION
 #
 # with ACTION ban, unban or attack_details, and the attack details on stdin
-# for ban and attack_details. It turns
+# for ban and attack_details. It forwards each call, unchanged, as a signal
+# to a [[source]] of kind "fastnetmon" of ribkeeper:
 #
-#     ban     -> a FlowSpec rule "match destination IP/32 then discard"
-#                (or an RTBH route "route IP/32 then blackhole"), with a TTL
-#     unban   -> withdrawal of that rule
+#     POST /v1/signals/SOURCE  {"ip", "direction", "pps", "action", "details"}
 #
-# Repeated bans are idempotent: ribkeeper keys rules by their match, so a
-# second ban of the same IP updates the same rule (and restarts its TTL)
-# instead of adding another. A lost unban is harmless: the TTL withdraws the
-# rule anyway. The legacy argument order "ban IP" (FastNetMon Advanced JSON
-# mode) is accepted too.
+# ribkeeper turns ban into a "start" signal, attack_details into "ongoing"
+# and unban into "end"; its playbooks decide which rule follows (see the
+# README, "Detectors"). `ribkeeper signals` shows what arrived.
 #
 # Settings (environment, or /etc/default/ribkeeper-fastnetmon):
-#   RIBKEEPER_SOCKET   control socket (default /run/ribkeeper/ribkeeper.sock)
-#   RIBKEEPER_URL      use the TCP API instead, e.g. https://127.0.0.1:8443
-#   RIBKEEPER_TOKEN    bearer token (role write) for RIBKEEPER_URL
-#   RIBKEEPER_CACERT   CA file for an HTTPS RIBKEEPER_URL with a private CA
-#   RIBKEEPER_MODE     flowspec (default) or blackhole
-#   RIBKEEPER_ACTION   FlowSpec action (default "discard"; e.g. "rate-limit 125000")
-#   RIBKEEPER_MATCH    extra FlowSpec match components, e.g. "protocol udp"
-#   RIBKEEPER_TTL      rule lifetime (default 1h); FastNetMon's ban_time should be shorter
-#   RIBKEEPER_LOG      where to log (default: syslog via logger, else stderr)
+#   RIBKEEPER_URL          the TCP API, e.g. http://127.0.0.1:8080; without
+#                          it, the control socket RIBKEEPER_SOCKET
+#                          (default /run/ribkeeper/ribkeeper.sock)
+#   RIBKEEPER_SOURCE       name of the [[source]] (default fastnetmon)
+#   RIBKEEPER_SECRET_FILE  file holding the source's secret (or
+#                          RIBKEEPER_SECRET, the secret itself)
+#   RIBKEEPER_CACERT       CA file for an HTTPS RIBKEEPER_URL with a private CA
+#   RIBKEEPER_LOG          where to log (default: syslog via logger, else stderr)
 set -u
 
 DEFAULTS=${RIBKEEPER_DEFAULTS:-/etc/default/ribkeeper-fastnetmon}
 [ -r "$DEFAULTS" ] && . "$DEFAULTS"
 
-SOCKET=${RIBKEEPER_SOCKET:-/run/ribkeeper/ribkeeper.sock}
 URL=${RIBKEEPER_URL:-}
-TOKEN=${RIBKEEPER_TOKEN:-}
+SOCKET=${RIBKEEPER_SOCKET:-/run/ribkeeper/ribkeeper.sock}
+SOURCE=${RIBKEEPER_SOURCE:-fastnetmon}
 CACERT=${RIBKEEPER_CACERT:-}
-MODE=${RIBKEEPER_MODE:-flowspec}
-ACTION=${RIBKEEPER_ACTION:-discard}
-EXTRA=${RIBKEEPER_MATCH:-}
-TTL=${RIBKEEPER_TTL:-1h}
+SECRET=${RIBKEEPER_SECRET:-}
+if [ -z "$SECRET" ] && [ -n "${RIBKEEPER_SECRET_FILE:-}" ]; then
+	SECRET=$(tr -d ' \t\r\n' <"$RIBKEEPER_SECRET_FILE")
+fi
 
 log() {
 	if [ -n "${RIBKEEPER_LOG:-}" ]; then
@@ -53,90 +49,56 @@ log() {
 	fi
 }
 
-# For ban and attack_details FastNetMon writes the details to stdin and
-# waits for the script to read them: drain stdin, whatever happens next.
-# (For unban it sends nothing; reading could block.)
-drain() {
-	case ${ACT:-} in
-	ban | attack_details) [ -t 0 ] || cat >/dev/null 2>&1 ;;
-	esac
-}
+IP=${1:-} DIRECTION=${2:-} PPS=${3:-} ACT=${4:-}
+# The argument order "ban IP" (FastNetMon Advanced's JSON mode) too.
+if [ "$#" -eq 2 ] && { [ "$1" = ban ] || [ "$1" = unban ]; }; then
+	IP=$2 DIRECTION=incoming PPS=0 ACT=$1
+fi
 
-if [ "$#" -ge 2 ] && { [ "$1" = ban ] || [ "$1" = unban ]; }; then
-	IP=$2 DIRECTION=${3:-} PPS=${4:-} ACT=$1
-elif [ "$#" -ge 4 ]; then
-	IP=$1 DIRECTION=$2 PPS=$3 ACT=$4
-else
-	ACT=${4:-}
-	drain
-	log "usage: $0 IP DIRECTION PPS ban|unban|attack_details"
+# For ban and attack_details FastNetMon writes the details to stdin and
+# waits for them to be read; for unban it writes nothing (reading could
+# block). Read at most 16 KiB, as a JSON string: control characters
+# dropped, backslashes and quotes escaped, lines joined with \n.
+DETAILS=
+case $ACT in
+ban | attack_details)
+	if [ ! -t 0 ]; then
+		DETAILS=$(head -c 16384 | tr -d '\000-\011\013-\037\177' | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | awk '{printf "%s\\n", $0}')
+		cat >/dev/null 2>&1 # the rest, if any
+	fi
+	;;
+esac
+
+# Only values of their expected shape reach the JSON; ribkeeper checks them
+# again.
+case $IP in *[!0-9a-fA-F.:]* | "") log "refusing $ACT: $IP is not an IP address"; exit 2 ;; esac
+case $PPS in *[!0-9]* | "") PPS=0 ;; esac
+case $DIRECTION in *[!a-z_]*) DIRECTION=unknown ;; esac
+case $ACT in
+ban | unban | attack_details) ;;
+*) log "usage: $0 IP DIRECTION PPS ban|unban|attack_details (got action '$ACT')"; exit 2 ;;
+esac
+if [ -z "$SECRET" ]; then
+	log "no secret: set RIBKEEPER_SECRET_FILE to a file with the secret of [[source]] $SOURCE"
 	exit 2
 fi
 
-# Only an address may reach the rule text: no spaces, no JSON quoting.
-case $IP in
-*[!0-9a-fA-F.:]* | "")
-	drain
-	log "refusing $ACT: $IP is not an IP address"
-	exit 2
-	;;
-*:*) LEN=128 ;;
-*) LEN=32 ;;
-esac
+body=$(mktemp) || exit 1
+trap 'rm -f "$body"' EXIT
+printf '{"ip": "%s", "direction": "%s", "pps": %s, "action": "%s", "details": "%s"}' \
+	"$IP" "$DIRECTION" "$PPS" "$ACT" "$DETAILS" >"$body"
 
-case $MODE in
-flowspec) TEXT="match destination $IP/$LEN${EXTRA:+ $EXTRA} then $ACTION" ;;
-blackhole) TEXT="route $IP/$LEN then blackhole" ;;
-*)
-	drain
-	log "RIBKEEPER_MODE=$MODE is neither flowspec nor blackhole"
-	exit 2
-	;;
-esac
-
-# api METHOD PATH BODY: prints the response body; fails on HTTP errors.
-api() {
-	if [ -n "$URL" ]; then
-		set -- -X "$1" "$URL$2" --data-binary "$3"
-		[ -n "$TOKEN" ] && set -- -H "Authorization: Bearer $TOKEN" "$@"
-		[ -n "$CACERT" ] && set -- --cacert "$CACERT" "$@"
-	else
-		set -- --unix-socket "$SOCKET" -X "$1" "http://ribkeeper$2" --data-binary "$3"
-	fi
-	curl -sS --fail-with-body --max-time 15 -H 'Content-Type: application/json' "$@"
-}
-
-# json_str escapes a value for a JSON string.
-json_str() { printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\n\r\t'; }
-
-case $ACT in
-ban)
-	drain
-	reason="fastnetmon: $DIRECTION attack on $IP at $PPS pps"
-	body="{\"text\": \"$(json_str "$TEXT")\", \"ttl\": \"$(json_str "$TTL")\", \"reason\": \"$(json_str "$reason")\"}"
-	if out=$(api POST /v1/rules "$body" 2>&1); then
-		log "ban $IP: $TEXT (ttl $TTL): $(printf '%s' "$out" | grep -o '"id":[0-9]*' | head -n1)"
-		exit 0
-	fi
-	log "ban $IP failed: $out"
-	exit 1
-	;;
-unban)
-	body="{\"text\": \"$(json_str "$TEXT")\"}"
-	if out=$(api POST /v1/rules/withdraw "$body" 2>&1); then
-		log "unban $IP: withdrew $(printf '%s' "$out" | grep -o '"id":[0-9]*' | wc -l | tr -d ' ') rule(s) matching $TEXT"
-		exit 0
-	fi
-	log "unban $IP failed: $out"
-	exit 1
-	;;
-attack_details)
-	drain
+if [ -n "$URL" ]; then
+	set -- "$URL/v1/signals/$SOURCE"
+	[ -n "$CACERT" ] && set -- --cacert "$CACERT" "$@"
+else
+	set -- --unix-socket "$SOCKET" "http://ribkeeper/v1/signals/$SOURCE"
+fi
+# The secret goes through stdin (a header file), not the command line.
+if out=$(printf 'Authorization: Bearer %s\n' "$SECRET" |
+	curl -sS --fail-with-body --max-time 15 -H @- -H 'Content-Type: application/json' --data-binary @"$body" "$@" 2>&1); then
+	log "$ACT $IP ($DIRECTION, $PPS pps): forwarded to source $SOURCE"
 	exit 0
-	;;
-*)
-	drain
-	log "unknown action $ACT for $IP; ignored"
-	exit 0
-	;;
-esac
+fi
+log "$ACT $IP failed: $out"
+exit 1
