@@ -102,6 +102,21 @@ var targets = []target{
 		},
 	},
 	{
+		what: "Signal → UPDATE at a peer: a signed webhook signal opening an incident whose playbook makes the rule, p50 and p99, next to a single POST /v1/rules in the same daemon and run",
+		goal: "within 1.5× of the single POST's p50 and p99 (the signal path adds no latency of its own)",
+		eval: func(g getter) (string, bool, bool) {
+			s50, ok1 := g("BenchmarkSignalToUpdate", "p50-ms")
+			s99, ok2 := g("BenchmarkSignalToUpdate", "p99-ms")
+			p50, ok3 := g("BenchmarkSignalToUpdate", "post-p50-ms")
+			p99, ok4 := g("BenchmarkSignalToUpdate", "post-p99-ms")
+			if !ok1 || !ok2 || !ok3 || !ok4 {
+				return "", false, false
+			}
+			return fmt.Sprintf("signal p50 %s / p99 %s ms, POST /v1/rules p50 %s / p99 %s ms", num(s50), num(s99), num(p50), num(p99)),
+				s50 <= 1.5*p50 && s99 <= 1.5*p99, true
+		},
+	},
+	{
 		what: "Time to withdraw: one DELETE /v1/rules/{id} → withdrawing UPDATE at a peer, p50 and p99, ÷ ExaBGP's API → peer",
 		goal: "≤ 1× at p50 and p99",
 		eval: func(g getter) (string, bool, bool) {
