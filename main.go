@@ -40,6 +40,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/config"
 	"github.com/ribkeeper/ribkeeper/console"
 	"github.com/ribkeeper/ribkeeper/flowspec"
+	"github.com/ribkeeper/ribkeeper/gobgpv3"
 	"github.com/ribkeeper/ribkeeper/ingest"
 	"github.com/ribkeeper/ribkeeper/instance"
 	"github.com/ribkeeper/ribkeeper/metrics"
@@ -348,6 +349,14 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		}
 	}
 
+	// Detectors that speak GoBGP v3's API (FastNetMon with gobgp = on):
+	// their listeners are bound here, before anything is announced, so a
+	// port held by a gobgpd stops the start with the reason.
+	detectors, err := gobgpSources(cfg, log.Named("gobgpv3"), loggedSignals{log.Named("signals")})
+	if err != nil {
+		return err
+	}
+
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
@@ -431,6 +440,9 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 			}
 		}
 	})
+	for name, serve := range detectors {
+		goRun("[[source]] "+name, serve)
+	}
 	goRun("events", events.Run)
 	goRun("notify", ns.n.Run)
 	goRun("series", series.Run)
@@ -443,6 +455,52 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	wg.Wait()
 	log.Info("stopped")
 	return firstErr
+}
+
+// gobgpSources binds the listeners of every gobgp source and returns,
+// by source name, what serves them until its context ends; the signals
+// go to sink.
+func gobgpSources(cfg *config.Config, log hclog.Logger, sink signals.Sink) (map[string]func(context.Context) error, error) {
+	out := map[string]func(context.Context) error{}
+	var bound [][]net.Listener
+	fail := func(err error) (map[string]func(context.Context) error, error) {
+		for _, lns := range bound {
+			for _, l := range lns {
+				l.Close()
+			}
+		}
+		return nil, err
+	}
+	for _, src := range cfg.Sources {
+		if src.Kind != config.SourceGoBGP {
+			continue
+		}
+		c := gobgpv3.Config{Source: src.Name, Sink: sink, Log: log.With("source", src.Name)}
+		if src.TLSCert != "" {
+			t, err := gobgpv3.TLSConfig(src.TLSCert, src.TLSKey, src.TLSClientCA)
+			if err != nil {
+				return fail(fmt.Errorf("[[source]] %q: %w", src.Name, err))
+			}
+			c.TLS = t
+		}
+		lns, err := gobgpv3.Listen(src.Name, src.Listen)
+		if err != nil {
+			return fail(err)
+		}
+		bound = append(bound, lns)
+		srv := gobgpv3.New(c)
+		out[src.Name] = func(ctx context.Context) error { return srv.Serve(ctx, lns...) }
+	}
+	return out, nil
+}
+
+// loggedSignals is the Sink of the detectors' signals until the playbook
+// engine takes them: it logs each one and writes nothing.
+type loggedSignals struct{ log hclog.Logger }
+
+func (l loggedSignals) Accept(_ context.Context, s signals.Signal) error {
+	l.log.Info("signal received; no playbook engine in this build, so no rule is written", "source", s.Source, "target", s.Target, "state", s.State)
+	return nil
 }
 
 // apiLimits are the TCP API's bounds: those of cfg, the others derived

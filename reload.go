@@ -68,9 +68,21 @@ func restartOnly(a, b *config.Config) []string {
 		{"api.event_ring_bytes", a.API.EventRingBytes, b.API.EventRingBytes},
 		{"api.max_event_bytes", a.API.MaxEventBytes, b.API.MaxEventBytes},
 		{"reconcile", a.Reconcile, b.Reconcile},
+		{"source (a gobgp source's name, listen or tls)", gobgpListeners(a), gobgpListeners(b)},
 	} {
 		if !reflect.DeepEqual(d.x, d.y) {
 			out = append(out, d.key)
+		}
+	}
+	return out
+}
+
+// gobgpListeners are the gobgp sources' listeners, bound at start.
+func gobgpListeners(c *config.Config) []config.Source {
+	var out []config.Source
+	for _, s := range c.Sources {
+		if s.Kind == config.SourceGoBGP {
+			out = append(out, config.Source{Name: s.Name, Listen: s.Listen, TLSCert: s.TLSCert, TLSKey: s.TLSKey, TLSClientCA: s.TLSClientCA})
 		}
 	}
 	return out
