@@ -475,7 +475,7 @@ func gobgpSources(cfg *config.Config, log hclog.Logger, sink signals.Sink) (map[
 		if src.Kind != config.SourceGoBGP {
 			continue
 		}
-		c := gobgpv3.Config{Source: src.Name, Sink: sink, Log: log.With("source", src.Name)}
+		c := gobgpv3.Config{Source: src.Name, Sink: sink, Log: log}
 		if src.TLSCert != "" {
 			t, err := gobgpv3.TLSConfig(src.TLSCert, src.TLSKey, src.TLSClientCA)
 			if err != nil {
