@@ -130,7 +130,7 @@ type gobgpdPeer struct {
 
 // startGoBGPd starts gobgpd with its API on a loopback address of its own
 // and an eBGP session (ipv4-unicast) to a BIRD, and waits for the session.
-func startGoBGPd(t *testing.T, bins fnmBins) *gobgpdPeer {
+func startGoBGPd(t testing.TB, bins fnmBins) *gobgpdPeer {
 	t.Helper()
 	api := fnmAPIAddr(t)
 	host, _, _ := net.SplitHostPort(api)
@@ -170,7 +170,7 @@ func startGoBGPd(t *testing.T, bins fnmBins) *gobgpdPeer {
 // startLogged starts a command with stdout and stderr to logPath; it is
 // stopped (SIGTERM, then SIGKILL after 10 s) at cleanup, and its log shown
 // if the test failed.
-func startLogged(t *testing.T, logPath, name string, args ...string) *exec.Cmd {
+func startLogged(t testing.TB, logPath, name string, args ...string) *exec.Cmd {
 	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -220,7 +220,7 @@ type fastNetMon struct {
 // directory, and localhost mapped to api's address: it runs in a private
 // mount namespace with its own /etc/hosts (and /dev/shm, where its MongoDB
 // client library leaves a file). It waits for the collector to listen.
-func startFastNetMon(t *testing.T, bins fnmBins, api string) *fastNetMon {
+func startFastNetMon(t testing.TB, bins fnmBins, api string) *fastNetMon {
 	t.Helper()
 	dir := t.TempDir()
 	host, _, _ := net.SplitHostPort(api)
@@ -373,9 +373,7 @@ func (f *fastNetMon) attackFrom(t testing.TB) (stop func(), first time.Time) {
 			<-stopped
 		}
 	}
-	if tt, ok := t.(*testing.T); ok {
-		tt.Cleanup(stop)
-	}
+	t.Cleanup(stop)
 	return stop, first
 }
 

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
 BENCHTIME=${BENCHTIME:-1s}
-SCENARIOS='^Benchmark(Bulk|Restart|RestartGR|TimeToMitigate|TimeToWithdraw|SignalToUpdate|Churn|ResyncPass|DriftRepair|ExpiryLateness|Propagation|Sets)$'
+SCENARIOS='^Benchmark(Bulk|Restart|RestartGR|TimeToMitigate|TimeToWithdraw|SignalToUpdate|Churn|ResyncPass|DriftRepair|ExpiryLateness|Propagation|Sets|FastNetMon)$'
 export RIBKEEPER_BENCH_RULES=${RIBKEEPER_BENCH_RULES:-100000}
 export RIBKEEPER_BENCH_CHURN=${RIBKEEPER_BENCH_CHURN:-1000000}
 export RIBKEEPER_BENCH_REPAIRS=${RIBKEEPER_BENCH_REPAIRS:-1000}

@@ -247,6 +247,27 @@ var targets = []target{
 				num(n), num(a1), num(t1), num(u1), num(a2), num(t2), num(routes), num(u2), num(pct), num(a3), num(u3), num(peak)), routes <= 2.01 && u3 == 0, true
 		},
 	},
+	{
+		what: "FastNetMon (gobgp = on): first attack datagram → route at BIRD, ribkeeper vs gobgpd 3.10, FastNetMon's own detection apart (issue 20)",
+		goal: "ribkeeper's part after the detection ≤ gobgpd's at p50",
+		eval: func(g getter) (string, bool, bool) {
+			gd, ok1 := g("BenchmarkFastNetMon/gobgpd", "detect-p50-ms")
+			gr, ok2 := g("BenchmarkFastNetMon/gobgpd", "route-p50-ms")
+			ga, ok3 := g("BenchmarkFastNetMon/gobgpd", "after-detect-p50-ms")
+			od, ok4 := g("BenchmarkFastNetMon/ours", "detect-p50-ms")
+			oa, ok5 := g("BenchmarkFastNetMon/ours", "after-detect-p50-ms")
+			if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+				return "", false, false
+			}
+			if or, ok := g("BenchmarkFastNetMon/ours", "route-p50-ms"); ok {
+				return fmt.Sprintf("gobgpd: route p50 %s ms (FastNetMon's detection %s, then %s); ribkeeper: route p50 %s ms (detection %s, then %s)",
+					num(gr), num(gd), num(ga), num(or), num(od), num(oa)), oa <= ga, true
+			}
+			osig, _ := g("BenchmarkFastNetMon/ours", "signal-p50-ms")
+			return fmt.Sprintf("gobgpd: route p50 %s ms (FastNetMon's detection %s, then %s); ribkeeper: signal accepted p50 %s ms (detection %s, then %s), no route until the playbook engine turns it into a rule",
+				num(gr), num(gd), num(ga), num(osig), num(od), num(oa)), false, true
+		},
+	},
 }
 
 func nsBelow(name string, ms float64) func(getter) (string, bool, bool) {

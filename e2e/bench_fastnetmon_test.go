@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
+)
+
+// BenchmarkFastNetMon: Debian's FastNetMon 1.2.4 with gobgp = on sees an
+// attack in NetFlow v5 (TestFastNetMonGoBGP's recipe) and bans the host;
+// each round times from the first attack datagram.
+//
+//   - detect-*: until FastNetMon's log line of the attack (its own
+//     detection: its one-second cycle, the same for both sides);
+//   - gobgpd: route-* until the route is in BIRD (BIRD's own time of the
+//     route), after-detect-* the part after FastNetMon's detection;
+//   - ours: signal-* until ribkeeper's log line of the accepted signal,
+//     after-detect-* the part after the detection. Until the playbook
+//     engine turns the signal into a rule, nothing of ours reaches BIRD.
+//
+// Rounds: RIBKEEPER_BENCH_FNM_ROUNDS (5); each waits for the unban (ban_time
+// 5 s) before the next attack.
+func BenchmarkFastNetMon(b *testing.B) {
+	rounds := 5
+	if s := os.Getenv("RIBKEEPER_BENCH_FNM_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("RIBKEEPER_BENCH_FNM_ROUNDS=%q is not a positive number", s)
+		}
+		rounds = n
+	}
+	bins := fnmBinaries(b)
+	b.Run("gobgpd", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			g := startGoBGPd(b, bins)
+			f := startFastNetMon(b, bins, g.api)
+			ctl, err := g.bird.Dial()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctl.Close()
+			var detect, route, after []time.Duration
+			for range rounds {
+				mark := len(f.log())
+				stop, first := f.attackFrom(b)
+				var at string
+				waitFor(b, 60*time.Second, "the ban at gobgpd's BIRD peer", func() bool {
+					t, ok, err := ctl.RouteTime("up4", fnmTarget+"/32")
+					at = t
+					return err == nil && ok
+				})
+				stop()
+				det := f.detected(b, mark)
+				routed := parseLocal(b, "2006-01-02 15:04:05.000", at)
+				detect, route, after = append(detect, det.Sub(first)), append(route, routed.Sub(first)), append(after, routed.Sub(det))
+				g.bird.WaitRoutes(b, "up4", 60*time.Second, "the unban", noRoute(fnmTarget+"/32"))
+			}
+			percentiles(b, detect, "detect-")
+			percentiles(b, route, "route-")
+			percentiles(b, after, "after-detect-")
+		}
+	})
+	b.Run("ours", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			api := fnmAPIAddr(b)
+			bird := birdtest.Start(b, birdtest.Options{Address: benchBirdAddr, ASN: 65001,
+				Peers: []birdtest.Peer{{Address: benchSpeakerAddr, Port: birdtest.FreePort(b, benchSpeakerAddr), ASN: 65000}}})
+			d := startBenchDaemon(b, bird.Peers[0].Port, benchBirdAddr, bird.Port,
+				fmt.Sprintf("[[source]]\nname = \"fnm\"\nkind = \"gobgp\"\nlisten = [%q]\n", api))
+			rkLog := filepath.Join(d.dir, "ribkeeper.log")
+			f := startFastNetMon(b, bins, api)
+			var detect, signal, after []time.Duration
+			for range rounds {
+				mark, fmark := len(readText(rkLog)), len(f.log())
+				stop, first := f.attackFrom(b)
+				var line string
+				waitFor(b, 60*time.Second, "ribkeeper's log line of the ban's signal", func() bool {
+					line = findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
+					return line != ""
+				})
+				stop()
+				det := f.detected(b, fmark)
+				got := parseLocal(b, "2006-01-02T15:04:05.000Z0700", strings.Fields(line)[0])
+				detect, signal, after = append(detect, det.Sub(first)), append(signal, got.Sub(first)), append(after, got.Sub(det))
+				waitFor(b, 60*time.Second, "ribkeeper's log line of the unban's signal", func() bool {
+					return findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=end") != ""
+				})
+			}
+			percentiles(b, detect, "detect-")
+			percentiles(b, signal, "signal-")
+			percentiles(b, after, "after-detect-")
+		}
+	})
+}
+
+func readText(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// parseLocal parses a timestamp written in the machine's local time (or
+// with its zone, if layout has one).
+func parseLocal(b testing.TB, layout, s string) time.Time {
+	b.Helper()
+	t, err := time.ParseInLocation(layout, s, time.Local)
+	if err != nil {
+		b.Fatalf("timestamp %q: %v", s, err)
+	}
+	return t
+}
+
+// detected returns the time of FastNetMon's first attack line for
+// fnmTarget after byte offset mark of its log, waiting for it.
+func (f *fastNetMon) detected(b testing.TB, mark int) time.Time {
+	b.Helper()
+	var line string
+	waitFor(b, 60*time.Second, "FastNetMon's attack line", func() bool {
+		line = findLine(f.log()[mark:], "Attack with direction: incoming IP: "+fnmTarget)
+		return line != ""
+	})
+	// "2026-11-25 19:41:22,986 [INFO] Attack with direction: ..."
+	if len(line) < 23 {
+		b.Fatalf("FastNetMon's attack line has no time: %q", line)
+	}
+	return parseLocal(b, "2006-01-02 15:04:05,000", line[:23])
+}
