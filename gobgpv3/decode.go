@@ -101,7 +101,6 @@ func toPrefix(n *apipb.IPAddressPrefix) (netip.Prefix, error) {
 	if err != nil || addr.Zone() != "" {
 		return netip.Prefix{}, fmt.Errorf("nlri prefix %q is not an IP address (e.g. \"192.0.2.10\" with prefix_len 32)", n.GetPrefix())
 	}
-	addr = addr.Unmap()
 	if int(n.GetPrefixLen()) > addr.BitLen() {
 		return netip.Prefix{}, fmt.Errorf("nlri prefix_len %d is longer than an %s address (%d bits)", n.GetPrefixLen(), family(addr), addr.BitLen())
 	}

@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -156,10 +157,19 @@ func notServed(method string) error {
 		"ribkeeper serves only AddPath and DeletePath of GoBGP v3's apipb.GobgpApi, for detectors such as FastNetMon (gobgp = on): %s is not served; read ribkeeper's rules and routes with `ribkeeper rule list`, `ribkeeper rib` or its HTTP API", method)
 }
 
-func (s *Server) onlyServedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+// onlyServedUnary refuses every unary method but AddPath and DeletePath,
+// and turns a panic of theirs (a bug: nothing a client sends may stop the
+// daemon) into the call's error.
+func (s *Server) onlyServedUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (_ any, err error) {
 	if info.FullMethod != methodAddPath && info.FullMethod != methodDeletePath {
 		return nil, notServed(info.FullMethod)
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("BUG: a GoBGP v3 API call panicked; the call is refused, please report it", "source", s.cfg.Source, "op", info.FullMethod, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "%s: ribkeeper failed on this call (a bug, logged): the signal was not taken", info.FullMethod)
+		}
+	}()
 	return handler(ctx, req)
 }
 

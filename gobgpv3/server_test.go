@@ -58,6 +58,10 @@ func (k *sink) signals() []signals.Signal {
 	return append([]signals.Signal(nil), k.got...)
 }
 
+type panicky struct{}
+
+func (panicky) Accept(context.Context, signals.Signal) error { panic("a bug") }
+
 var epoch = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
 // serve starts a Server for source "fnm" on a loopback port and returns
@@ -305,6 +309,11 @@ func TestSinkRefusal(t *testing.T) {
 	k.refuse = signals.ErrInvalid
 	_, err = c.AddPath(ctx5s(t), req)
 	wantCode(t, err, codes.InvalidArgument, "invalid signal")
+
+	// A panic (a bug) is the call's error, not the daemon's end.
+	c = apipb.NewGobgpApiClient(dial(t, serve(t, Config{Sink: panicky{}})))
+	_, err = c.AddPath(ctx5s(t), req)
+	wantCode(t, err, codes.Internal, "a bug, logged")
 
 	slow := &sink{block: make(chan struct{})}
 	c = apipb.NewGobgpApiClient(dial(t, serve(t, Config{Sink: slow, AcceptTimeout: 50 * time.Millisecond})))
