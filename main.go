@@ -352,7 +352,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	// Detectors that speak GoBGP v3's API (FastNetMon with gobgp = on):
 	// their listeners are bound here, before anything is announced, so a
 	// port held by a gobgpd stops the start with the reason.
-	detectors, err := gobgpSources(cfg, log.Named("gobgpv3"), loggedSignals{log.Named("signals")})
+	detectors, err := gobgpSources(cfg, log.Named("gobgpv3"), engine)
 	if err != nil {
 		return err
 	}
@@ -492,15 +492,6 @@ func gobgpSources(cfg *config.Config, log hclog.Logger, sink signals.Sink) (map[
 		out[src.Name] = func(ctx context.Context) error { return srv.Serve(ctx, lns...) }
 	}
 	return out, nil
-}
-
-// loggedSignals is the Sink of the detectors' signals until the playbook
-// engine takes them: it logs each one and writes nothing.
-type loggedSignals struct{ log hclog.Logger }
-
-func (l loggedSignals) Accept(_ context.Context, s signals.Signal) error {
-	l.log.Info("signal received; no playbook engine in this build, so no rule is written", "source", s.Source, "target", s.Target, "state", s.State)
-	return nil
 }
 
 // apiLimits are the TCP API's bounds: those of cfg, the others derived

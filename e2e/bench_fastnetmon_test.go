@@ -20,9 +20,11 @@ import (
 //     detection: its one-second cycle, the same for both sides);
 //   - gobgpd: route-* until the route is in BIRD (BIRD's own time of the
 //     route), after-detect-* the part after FastNetMon's detection;
-//   - ours: signal-* until ribkeeper's log line of the accepted signal,
-//     after-detect-* the part after the detection. Until the playbook
-//     engine turns the signal into a rule, nothing of ours reaches BIRD.
+//   - ours: the same with ribkeeper (fnmPlaybook: the ban becomes a
+//     discard rule) in gobgpd's place, the route being the FlowSpec rule;
+//     signal-* until its log line of the accepted signal, written when
+//     the engine has taken it (the rule may be at BIRD before: the
+//     announcement leaves while the rule's commit runs).
 //
 // Rounds: RIBKEEPER_BENCH_FNM_ROUNDS (5); each waits for the unban (ban_time
 // 5 s) before the next attack.
@@ -73,29 +75,41 @@ func BenchmarkFastNetMon(b *testing.B) {
 			api := fnmAPIAddr(b)
 			bird := birdtest.Start(b, birdtest.Options{Address: benchBirdAddr, ASN: 65001,
 				Peers: []birdtest.Peer{{Address: benchSpeakerAddr, Port: birdtest.FreePort(b, benchSpeakerAddr), ASN: 65000}}})
-			d := startBenchDaemon(b, bird.Peers[0].Port, benchBirdAddr, bird.Port,
-				fmt.Sprintf("[[source]]\nname = \"fnm\"\nkind = \"gobgp\"\nlisten = [%q]\n", api))
+			d := startBenchDaemon(b, bird.Peers[0].Port, benchBirdAddr, bird.Port, fmt.Sprintf(fnmPlaybook, api))
+			waitFor(b, 60*time.Second, "ribkeeper's session with BIRD", func() bool { return bird.Established(0) })
 			rkLog := filepath.Join(d.dir, "ribkeeper.log")
 			f := startFastNetMon(b, bins, api)
-			var detect, signal, after []time.Duration
+			ctl, err := bird.Dial()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ctl.Close()
+			flow := "flow4 { dst " + fnmTarget + "/32; }"
+			var detect, signal, route, after []time.Duration
 			for range rounds {
 				mark, fmark := len(readText(rkLog)), len(f.log())
 				stop, first := f.attackFrom(b)
-				var line string
-				waitFor(b, 60*time.Second, "ribkeeper's log line of the ban's signal", func() bool {
-					line = findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
-					return line != ""
+				var at string
+				waitFor(b, 60*time.Second, "the ban's rule at BIRD", func() bool {
+					t, ok, err := ctl.RouteTime("ft4", flow)
+					at = t
+					return err == nil && ok
 				})
 				stop()
+				line := findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
+				if line == "" {
+					b.Fatal("the rule reached BIRD without ribkeeper's log line of the signal")
+				}
 				det := f.detected(b, fmark)
 				got := parseLocal(b, "2006-01-02T15:04:05.000Z0700", strings.Fields(line)[0])
-				detect, signal, after = append(detect, det.Sub(first)), append(signal, got.Sub(first)), append(after, got.Sub(det))
-				waitFor(b, 60*time.Second, "ribkeeper's log line of the unban's signal", func() bool {
-					return findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=end") != ""
-				})
+				routed := parseLocal(b, "2006-01-02 15:04:05.000", at)
+				detect, signal = append(detect, det.Sub(first)), append(signal, got.Sub(first))
+				route, after = append(route, routed.Sub(first)), append(after, routed.Sub(det))
+				bird.WaitRoutes(b, "ft4", 60*time.Second, "the unban", lacks(flow))
 			}
 			percentiles(b, detect, "detect-")
 			percentiles(b, signal, "signal-")
+			percentiles(b, route, "route-")
 			percentiles(b, after, "after-detect-")
 		}
 	})

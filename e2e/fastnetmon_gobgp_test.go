@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	be "encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -48,25 +49,60 @@ func TestFastNetMonGoBGP(t *testing.T) {
 
 	t.Run("ribkeeper", func(t *testing.T) {
 		api := fnmAPIAddr(t)
-		a := startAppliance(t, birdtest.Options{}, "", fmt.Sprintf(`
-[[source]]
-name = "fnm"
-kind = "gobgp"
-listen = [%q]
-`, api), true)
+		a := startAppliance(t, birdtest.Options{}, "", fmt.Sprintf(fnmPlaybook, api), true)
 		f := startFastNetMon(t, bins, api)
 		stop := f.attack(t)
-		banned := a.waitLog(t, "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
+		flow := "flow4 { dst " + fnmTarget + "/32; }"
+		a.bird.WaitRoutes(t, "ft4", 60*time.Second, "FastNetMon's ban as a discard rule at BIRD", has(flow, discardExt))
 		stop()
+		banned := a.waitLog(t, "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
 		for _, w := range []string{"origin igp", "next-hop " + fnmNextHop, "communities 65535:666"} {
 			if !strings.Contains(banned, w) {
 				t.Errorf("the ban's signal lacks %q: %s", w, banned)
 			}
 		}
+		var list struct {
+			Rules []struct {
+				ID     int64  `json:"id"`
+				Actor  string `json:"actor"`
+				Text   string `json:"text"`
+				Reason string `json:"reason"`
+			} `json:"rules"`
+		}
+		if err := json.Unmarshal([]byte(a.mustCLI("rule", "list", "--state", "active", "--json")), &list); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Rules) != 1 || list.Rules[0].Actor != "fnm" || !strings.Contains(list.Rules[0].Text, fnmTarget+"/32") || !strings.Contains(list.Rules[0].Reason, "fnm-ban") {
+			t.Fatalf("active rules after the ban: %+v, want one discard of %s by source fnm, playbook fnm-ban", list.Rules, fnmTarget)
+		}
 		a.waitLog(t, "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=end")
+		a.bird.WaitRoutes(t, "ft4", 60*time.Second, "FastNetMon's unban withdrawing the rule at BIRD", lacks(flow))
+		id := strconv.FormatInt(list.Rules[0].ID, 10)
+		waitFor(t, 30*time.Second, "the rule withdrawn in ribkeeper", func() bool { return a.show(id)["state"] == "withdrawn" })
 		f.waitLog(t, "withdraw "+fnmTarget+"/32 to GoBGP")
 	})
 }
+
+// fnmPlaybook is ribkeeper's configuration for FastNetMon (the address
+// of the listener to fill in): its ban becomes a discard rule for the
+// attacked host, its unban ends it (after a hold-down of a second).
+const fnmPlaybook = `
+[[source]]
+name = "fnm"
+kind = "gobgp"
+listen = [%q]
+prefixes = ["` + fnmNetwork + `"]
+
+[[playbook]]
+name = "fnm-ban"
+sources = ["fnm"]
+quiet_after = "never"
+hold_down = "1s"
+
+[[playbook.step]]
+rules = ["match destination {target} then discard"]
+ttl = "10m"
+`
 
 // The attacked host, inside the network FastNetMon watches, and what it
 // is told to announce for it.
