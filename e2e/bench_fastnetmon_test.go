@@ -96,10 +96,13 @@ func BenchmarkFastNetMon(b *testing.B) {
 					return err == nil && ok
 				})
 				stop()
-				line := findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
-				if line == "" {
-					b.Fatal("the rule reached BIRD without ribkeeper's log line of the signal")
-				}
+				// The rule leaves while the engine's write commits, so
+				// the log line may come after it reached BIRD.
+				var line string
+				waitFor(b, 60*time.Second, "ribkeeper's log line of the ban's signal", func() bool {
+					line = findLine(readText(rkLog)[mark:], "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=start")
+					return line != ""
+				})
 				det := f.detected(b, fmark)
 				got := parseLocal(b, "2006-01-02T15:04:05.000Z0700", strings.Fields(line)[0])
 				routed := parseLocal(b, "2006-01-02 15:04:05.000", at)
