@@ -351,8 +351,9 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 
 	// Detectors that speak GoBGP v3's API (FastNetMon with gobgp = on):
 	// their listeners are bound here, before anything is announced, so a
-	// port held by a gobgpd stops the start with the reason.
-	detectors, err := gobgpSources(cfg, log.Named("gobgpv3"), engine)
+	// port held by a gobgpd stops the start with the reason. Their
+	// signals go to the engine through the ring of recent signals.
+	detectors, err := gobgpSources(cfg, log.Named("gobgpv3"), recent.Recording(engine, config.SourceGoBGP, nil))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/api"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 )
 
@@ -48,9 +49,9 @@ func TestFastNetMonGoBGP(t *testing.T) {
 	}
 
 	t.Run("ribkeeper", func(t *testing.T) {
-		api := fnmAPIAddr(t)
-		a := startAppliance(t, birdtest.Options{}, "", fmt.Sprintf(fnmPlaybook, api), true)
-		f := startFastNetMon(t, bins, api)
+		listen := fnmAPIAddr(t)
+		a := startAppliance(t, birdtest.Options{}, "", fmt.Sprintf(fnmPlaybook, listen), true)
+		f := startFastNetMon(t, bins, listen)
 		stop := f.attack(t)
 		flow := "flow4 { dst " + fnmTarget + "/32; }"
 		a.bird.WaitRoutes(t, "ft4", 60*time.Second, "FastNetMon's ban as a discard rule at BIRD", has(flow, discardExt))
@@ -76,6 +77,13 @@ func TestFastNetMonGoBGP(t *testing.T) {
 			t.Fatalf("active rules after the ban: %+v, want one discard of %s by source fnm, playbook fnm-ban", list.Rules, fnmTarget)
 		}
 		a.waitLog(t, "signal accepted: source=fnm op=AddPath target="+fnmTarget+"/32 state=end")
+		// Both are in the ring of recent signals, by way of gobgp.
+		for _, st := range []string{"start", "end"} {
+			a.waitSignal(t, "the "+st+" signal in `ribkeeper signals`", func(s api.Signal) bool {
+				return s.Via == "gobgp" && s.Source == "fnm" && s.Target == fnmTarget+"/32" && s.State == st && s.Accepted &&
+					strings.Contains(s.Detail, "65535:666")
+			})
+		}
 		a.bird.WaitRoutes(t, "ft4", 60*time.Second, "FastNetMon's unban withdrawing the rule at BIRD", lacks(flow))
 		id := strconv.FormatInt(list.Rules[0].ID, 10)
 		waitFor(t, 30*time.Second, "the rule withdrawn in ribkeeper", func() bool { return a.show(id)["state"] == "withdrawn" })
