@@ -276,8 +276,8 @@ func serve(ctx context.Context, cfg *config.Config, stderr io.Writer) error {
 		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, EarlyWithdrawReady: st.EarlyWithdrawOK, Changed: events.Nudge, Log: log.Named("admit"),
 	})
 	// Guardrails changed while the daemon was down apply before the first
-	// pass announces anything.
-	if n, err := enforceGuardrails(ctx, log.Named("guardrails"), gate); err != nil {
+	// pass announces anything; the pass starts from the same reading.
+	if n, err := enforceAtStart(ctx, log.Named("guardrails"), st, gate, rec); err != nil {
 		log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 	} else if n > 0 {
 		log.Warn("rules withdrawn by guardrails at start", "count", n)

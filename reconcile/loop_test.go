@@ -747,3 +747,46 @@ func TestEarlyAnnouncement(t *testing.T) {
 		t.Fatal("the committed rule went too")
 	}
 }
+
+// A seed (the daemon's start-up reading, shared with the guardrails'
+// check) is the first pass's complete read: the pass reads no row again,
+// and catches up with what changed after the seed's revision (a
+// withdrawal, a new rule) before it announces anything.
+func TestSeedIsTheFirstRead(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	for i := range 20 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	ctx := context.Background()
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := rows[0].ID
+	st.withdraw(gone) // e.g. by the guardrails, after the reading
+	added := st.add(testRule(t, 20, discard()), time.Time{})
+	r.Seed(rev, rows, time.Now())
+
+	startLoop(t, r)
+	<-r.Loaded()
+	rib := sp.snapshot()
+	if len(rib) != 20 {
+		t.Errorf("loaded with %d paths, want 20 (19 seeded and 1 added since)", len(rib))
+	}
+	if _, ok := rib[st.get(gone).Rule.Match]; ok {
+		t.Errorf("rule %d, withdrawn after the seed's revision, was announced", gone)
+	}
+	if _, ok := rib[st.get(added).Rule.Match]; !ok {
+		t.Errorf("rule %d, added after the seed's revision, is not announced", added)
+	}
+	st.mu.Lock()
+	reads := st.fullReads
+	st.mu.Unlock()
+	if reads != 1 {
+		t.Errorf("ActiveRules called %d times, want 1 (the seed's): the first pass read every row again", reads)
+	}
+}
