@@ -50,6 +50,17 @@ type statusWrite struct {
 	id, at int64 // at: Unix ns
 }
 
+// trimmed empties ws for reuse, or drops it when a burst grew it past
+// bigScratch: between two complete reads it holds a write per row
+// announced (16 MB after a load of a million routes), which would
+// otherwise stay allocated until the process ends.
+func trimmed(ws []statusWrite) []statusWrite {
+	if cap(ws) > bigScratch {
+		return nil
+	}
+	return ws[:0]
+}
+
 // wrote records that the store holds st for row id since at.
 func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 	rw, ok := c.byID[id]
@@ -217,7 +228,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 				n.setStatus(o.status())
 			}
 		}
-		c.writes = c.writes[:0]
+		c.writes = trimmed(c.writes)
 		c.apply(delta, func(flowspec.Match) {})
 		c.ok, c.fullAt = true, snap.at
 		return true, true, nil
