@@ -341,6 +341,16 @@ func (r *Reconciler) Drift() DriftCounts {
 // daemon brings the BGP sessions up (see bgp.Config.HoldPeers).
 func (r *Reconciler) Loaded() <-chan struct{} { return r.loaded }
 
+// isLoaded reports whether Loaded is closed.
+func (r *Reconciler) isLoaded() bool {
+	select {
+	case <-r.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Run runs passes until ctx is done: one at once, then one per wake-up. It
 // returns nil when ctx is done.
 //
