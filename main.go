@@ -307,8 +307,9 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	})
 	if !held {
 		// Guardrails changed while the daemon was down apply before the
-		// first pass announces anything.
-		if n, err := enforceGuardrails(ctx, log.Named("guardrails"), gate); err != nil {
+		// first pass announces anything; the pass starts from the same
+		// reading.
+		if n, err := enforceAtStart(ctx, log.Named("guardrails"), st, gate, rec); err != nil {
 			log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 		} else if n > 0 {
 			log.Warn("rules withdrawn by guardrails at start", "count", n)

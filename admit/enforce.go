@@ -23,8 +23,31 @@ func (g *Gate) Enforce(ctx context.Context) ([]guard.Withdrawal, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ws, err := guard.Breaking(ctx, g.cfg.Store, g.guard.Limits(), g.now())
-	if err != nil || len(ws) == 0 {
+	if err != nil {
 		return nil, fromStore(err, 0)
+	}
+	return g.enforce(ctx, ws)
+}
+
+// EnforceAmong is Enforce over rules, a reading of the store's active
+// rules (ActiveRules) the caller already made: the daemon's start reads
+// them once for this and for the reconciler's first pass (which then
+// catches up with what changed since, these withdrawals included). A rule
+// changed after that reading is left for the next check, as in Enforce.
+func (g *Gate) EnforceAmong(ctx context.Context, rules []store.Rule) ([]guard.Withdrawal, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ws, err := guard.BreakingAmong(ctx, g.cfg.Store, rules, g.guard.Limits(), g.now())
+	if err != nil {
+		return nil, fromStore(err, 0)
+	}
+	return g.enforce(ctx, ws)
+}
+
+// enforce withdraws ws (with g.mu held).
+func (g *Gate) enforce(ctx context.Context, ws []guard.Withdrawal) ([]guard.Withdrawal, error) {
+	if len(ws) == 0 {
+		return nil, nil
 	}
 	items := make([]store.WithdrawItem, len(ws))
 	for i, w := range ws {

@@ -505,3 +505,43 @@ func TestParseTTL(t *testing.T) {
 		}
 	}
 }
+
+// EnforceAmong checks the rules of a reading made by the caller (the
+// daemon's start shares it with the reconciler) and withdraws those that
+// break the guardrails, leaving a rule changed since that reading for
+// the next check.
+func TestEnforceAmong(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, nil)
+	g := admit.New(admit.Config{Store: st})
+	add := func(text string) store.Rule {
+		t.Helper()
+		r, _, err := g.Add(ctx, noc, admit.Request{Text: text, TTL: ptr("10m")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	keep := add("match destination 198.51.100.1/32 then discard")
+	bad := add("match destination 203.0.113.7/32 then discard")
+	changed := add("match destination 203.0.113.8/32 then discard")
+	rows, err := st.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the reading: withdrawn by someone else.
+	if _, err := g.Withdraw(ctx, noc, changed.ID); err != nil {
+		t.Fatal(err)
+	}
+	g.SetGuardrails(config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}})
+	ws, err := g.EnforceAmong(ctx, rows)
+	if err != nil || len(ws) != 1 || ws[0].Rule.ID != bad.ID {
+		t.Fatalf("enforce among the rows read: %+v %v", ws, err)
+	}
+	for id, want := range map[int64]bool{keep.ID: false, bad.ID: true, changed.ID: false} {
+		r, _ := st.Get(ctx, id)
+		if r.WithdrawRequested != (want || id == changed.ID) || (r.Actor == admit.GuardrailActor) != want {
+			t.Errorf("rule %d: withdrawn %v by %q", id, r.WithdrawRequested, r.Actor)
+		}
+	}
+}

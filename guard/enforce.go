@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -44,34 +45,52 @@ func Breaking(ctx context.Context, st Reader, l *config.Guardrails, now time.Tim
 	if err != nil {
 		return nil, err
 	}
+	return BreakingAmong(ctx, st, rules, l, now)
+}
+
+// BreakingAmong is Breaking over rules, a reading of st's active rules
+// (ActiveRules) made by the caller: at start the same reading also seeds
+// the reconciler, so the rules are scanned once. It reads st only for the
+// rules that break a guardrail.
+func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
 	var out []Withdrawal
-	for _, r := range rules {
-		if r.WithdrawRequested || !r.Rule.IsValid() {
-			continue
-		}
-		var remaining time.Duration
-		if !r.ExpiresAt.IsZero() {
-			if remaining = r.ExpiresAt.Sub(now); remaining <= 0 {
-				continue // expiring anyway
-			}
-		}
-		v := CheckActive(l, r.Rule, remaining)
-		if v == nil {
+	for i := range rules {
+		if breaks(l, &rules[i], now) == nil {
 			continue
 		}
 		// ActiveRules is brief: the reason and origin come from the
-		// full rule.
-		full, err := st.Get(ctx, r.ID)
-		if err != nil {
-			return nil, fmt.Errorf("read rule %d: %w", r.ID, err)
+		// full rule, which is checked again as it is now (the reading
+		// may be older) and withdrawn only as it is now (UpdatedAt).
+		full, err := st.Get(ctx, rules[i].ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
 		}
-		if full.Origin != "" {
+		if err != nil {
+			return nil, fmt.Errorf("read rule %d: %w", rules[i].ID, err)
+		}
+		v := breaks(l, &full, now)
+		if v == nil || full.State != store.Active || full.Origin != "" {
 			continue
 		}
 		out = append(out, Withdrawal{Rule: full, Violation: v,
 			Item: store.WithdrawItem{ID: full.ID, Reason: withdrawReason(full.Reason, v), UpdatedAt: full.UpdatedAt}})
 	}
 	return out, nil
+}
+
+// breaks returns the per-rule guardrail r breaks at now, nil if none or if
+// r is being withdrawn or expiring anyway.
+func breaks(l *config.Guardrails, r *store.Rule, now time.Time) *Violation {
+	if r.WithdrawRequested || !r.Rule.IsValid() {
+		return nil
+	}
+	var remaining time.Duration
+	if !r.ExpiresAt.IsZero() {
+		if remaining = r.ExpiresAt.Sub(now); remaining <= 0 {
+			return nil // expiring anyway
+		}
+	}
+	return CheckActive(l, r.Rule, remaining)
 }
 
 // withdrawReason is reason with why the guardrail withdrew the rule

@@ -29,6 +29,8 @@ type fakeStore struct {
 	// revision of each rule's last change (DeltaReader).
 	rev     int64
 	changed map[int64]int64
+	// fullReads counts ActiveRules calls.
+	fullReads int
 }
 
 func newFakeStore() *fakeStore {
@@ -82,6 +84,7 @@ func (s *fakeStore) Changes() <-chan struct{} { return s.changes }
 func (s *fakeStore) ActiveRules(ctx context.Context) ([]store.Rule, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.fullReads++
 	if s.readErr != nil {
 		return nil, s.readErr
 	}

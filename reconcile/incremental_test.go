@@ -256,3 +256,28 @@ func TestIncrementalPassTouchesOnlyDirty(t *testing.T) {
 		t.Fatalf("pass after the store came back = %+v, want a full read", res)
 	}
 }
+
+// The status writes recorded between two complete reads are dropped, not
+// kept for reuse, once a burst made them large: a bulk load must not
+// leave them allocated.
+func TestStatusWritesReleasedAfterBurst(t *testing.T) {
+	var c source
+	rows := make([]store.Rule, 2*bigScratch)
+	for i := range rows {
+		rows[i] = store.Rule{ID: int64(i + 1), State: store.Active}
+	}
+	c.load(rows)
+	c.ok = true
+	for i := range rows {
+		c.wrote(rows[i].ID, ruleStatus{announced: true}, time.Now())
+	}
+	st := newFakeStore()
+	snap := &snapshot{at: time.Now()}
+	snap.index(rows)
+	if _, _, err := c.read(context.Background(), st, time.Now(), true, snap, func(flowspec.Match) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cap(c.writes); n > bigScratch {
+		t.Errorf("after the complete read the status writes keep room for %d entries, want at most %d", n, bigScratch)
+	}
+}

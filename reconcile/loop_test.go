@@ -621,6 +621,7 @@ func TestStormPacedExpiryNot(t *testing.T) {
 	r, st, sp := newTest(t, Config{AnnounceRate: rate})
 	now := time.Now()
 	r.clock = funcClock(func() time.Time { return now })
+	pass(t, r) // the first load (nothing desired yet) is done
 	ids := make([]int64, 0, n)
 	for i := range n {
 		ids = append(ids, st.add(testRule(t, i, discard()), time.Now().Add(time.Hour)))
@@ -804,5 +805,76 @@ func TestEarlyAnnouncement(t *testing.T) {
 	}
 	if !inRIB(committed.Match) {
 		t.Fatal("the committed rule went too")
+	}
+}
+
+// A seed (the daemon's start-up reading, shared with the guardrails'
+// check) is the first pass's complete read: the pass reads no row again,
+// and catches up with what changed after the seed's revision (a
+// withdrawal, a new rule) before it announces anything.
+func TestSeedIsTheFirstRead(t *testing.T) {
+	r, st, sp := newTest(t, Config{})
+	for i := range 20 {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	ctx := context.Background()
+	rev, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.ActiveRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := rows[0].ID
+	st.withdraw(gone) // e.g. by the guardrails, after the reading
+	added := st.add(testRule(t, 20, discard()), time.Time{})
+	r.Seed(rev, rows, time.Now())
+
+	startLoop(t, r)
+	<-r.Loaded()
+	rib := sp.snapshot()
+	if len(rib) != 20 {
+		t.Errorf("loaded with %d paths, want 20 (19 seeded and 1 added since)", len(rib))
+	}
+	if _, ok := rib[st.get(gone).Rule.Match]; ok {
+		t.Errorf("rule %d, withdrawn after the seed's revision, was announced", gone)
+	}
+	if _, ok := rib[st.get(added).Rule.Match]; !ok {
+		t.Errorf("rule %d, added after the seed's revision, is not announced", added)
+	}
+	st.mu.Lock()
+	reads := st.fullReads
+	st.mu.Unlock()
+	if reads != 1 {
+		t.Errorf("ActiveRules called %d times, want 1 (the seed's): the first pass read every row again", reads)
+	}
+}
+
+// The process's first load is not paced, even with a session up: that
+// session came up with this process and holds nothing of ours (GoBGP
+// would have sent it the whole table at once had the load come first).
+// An empty RIB found later is a storm again.
+func TestFirstLoadNotPaced(t *testing.T) {
+	const rate, n = 1000, 5000
+	st, fs := newFakeStore(), newFakeSpeaker()
+	sp := &peeredSpeaker{fakeSpeaker: fs}
+	sp.up.Store(1)
+	r := New(testLogger(t), st, sp, Config{AnnounceRate: rate})
+	now := time.Now()
+	r.clock = funcClock(func() time.Time { return now })
+	for i := range n {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	if res := pass(t, r); res.Added != n || res.Pending != 0 {
+		t.Fatalf("first load with a session up = %+v, want all %d added at once", res, n)
+	}
+	for i := range n {
+		fs.set(testRule(t, i, discard()).Match, discard(), false)
+	}
+	fs.release()
+	now = now.Add(time.Minute) // past the expectations of the first load
+	if res := pass(t, r); res.Added != rate {
+		t.Fatalf("RIB found empty after the first load = %+v, want a paced batch of %d", res, rate)
 	}
 }

@@ -276,7 +276,10 @@ func (r *Reconciler) schedule(p Plan, empty bool, now time.Time, res *PassResult
 	res.Orphans = len(p.Withdraw)
 
 	q := &r.work
-	budget := q.pace.begin(r.cfg.AnnounceRate, restarted || r.reannouncing, empty, r.peersUp(), len(p.Add)+len(q.queue), now)
+	// The process's first load is no storm (storm.go): a session up
+	// meanwhile came up with this process and holds nothing of ours.
+	storm := r.isLoaded()
+	budget := q.pace.begin(r.cfg.AnnounceRate, storm && (restarted || r.reannouncing), storm && empty, r.peersUp(), len(p.Add)+len(q.queue), now)
 	// Not paced any more: the queued additions are compared again by the
 	// next pass, which is due at once.
 	var dropped []flowspec.Match

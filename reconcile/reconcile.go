@@ -255,6 +255,8 @@ type Reconciler struct {
 	loaded     chan struct{} // closed by the first complete pass (Loaded)
 	loadedOnce sync.Once
 
+	seed *snapshot // the first pass's complete read, if given (Seed)
+
 	early   earlySet // announced ahead of their commit (early.go)
 	leaving earlySet // withdrawn ahead of their commit (early.go)
 
@@ -340,6 +342,16 @@ func (r *Reconciler) Drift() DriftCounts {
 // daemon brings the BGP sessions up (see bgp.Config.HoldPeers).
 func (r *Reconciler) Loaded() <-chan struct{} { return r.loaded }
 
+// isLoaded reports whether Loaded is closed.
+func (r *Reconciler) isLoaded() bool {
+	select {
+	case <-r.loaded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Run runs passes until ctx is done: one at once, then one per wake-up. It
 // returns nil when ctx is done.
 //
@@ -366,7 +378,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	// compares everything. The first pass reads on the loop.
 	snaps := make(chan *snapshot, 1)
 	reading := false
-	var snap *snapshot
+	snap := r.seed // the first pass's read, if Seed gave it
+	r.seed = nil
 
 	r.Trigger()
 	full := true // the first pass reads everything
@@ -401,6 +414,20 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}
+}
+
+// Seed gives the first pass of Run its complete read of the desired state,
+// made by the caller: rev as Revision returned it, then rows as
+// ActiveRules returned them. The first pass takes them as it takes a
+// background re-read, catching up with what changed since rev
+// (ChangedSince), instead of reading every row again: the daemon reads the
+// rules once at start, for the guardrails' check (whose withdrawals the
+// catching up then sees) and for this. rows is not kept. Seed must be
+// called before Run.
+func (r *Reconciler) Seed(rev int64, rows []store.Rule, at time.Time) {
+	s := &snapshot{rev: rev, at: at}
+	s.index(rows)
+	r.seed = s
 }
 
 // arm sets t to fire at at, or stops it when at is zero.

@@ -50,6 +50,17 @@ type statusWrite struct {
 	id, at int64 // at: Unix ns
 }
 
+// trimmed empties ws for reuse, or drops it when a burst grew it past
+// bigScratch: between two complete reads it holds a write per row
+// announced (16 MB after a load of a million routes), which would
+// otherwise stay allocated until the process ends.
+func trimmed(ws []statusWrite) []statusWrite {
+	if cap(ws) > bigScratch {
+		return nil
+	}
+	return ws[:0]
+}
+
 // wrote records that the store holds st for row id since at.
 func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 	rw, ok := c.byID[id]
@@ -192,7 +203,8 @@ func (s ids) empty() bool { return s.one == 0 && len(s.more) == 0 }
 // since it was taken, which costs the loop no more than an incremental
 // read. If that catching up fails, the copy stays as it was.
 func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, snap *snapshot, dirty func(flowspec.Match)) (changed, all bool, err error) {
-	if snap != nil && c.ok {
+	if snap != nil {
+		// Also the first read, from a seed (Reconciler.Seed).
 		if snap.err != nil {
 			return false, false, snap.err
 		}
@@ -216,9 +228,9 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 				n.setStatus(o.status())
 			}
 		}
-		c.writes = c.writes[:0]
+		c.writes = trimmed(c.writes)
 		c.apply(delta, func(flowspec.Match) {})
-		c.fullAt = snap.at
+		c.ok, c.fullAt = true, snap.at
 		return true, true, nil
 	}
 	if full || !c.ok {
@@ -319,11 +331,16 @@ func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapsho
 		s.err = err
 		return s
 	}
+	s.index(rows)
+	s.took = now().Sub(s.at)
+	return s
+}
+
+// index compacts and indexes rows into s (rows is not kept).
+func (s *snapshot) index(rows []store.Rule) {
 	var c source
 	c.load(rows)
 	s.byID, s.byMatch, s.expiry, s.rows = c.byID, c.byMatch, c.expiry, c.rows
-	s.took = now().Sub(s.at)
-	return s
 }
 
 // sameLifecycle reports whether a and b, two readings of one rule, give

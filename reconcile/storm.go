@@ -31,6 +31,14 @@ import (
 // keeps expiry exact when a large batch of additions runs in the same
 // pass.
 
+// The process's first load (until Loaded) is never paced: a session
+// established meanwhile came up with this process, holds nothing of ours,
+// and would have got GoBGP's whole table at once had the load finished
+// before it came up; pacing it only made a restart without graceful
+// restart slower than GoBGP's own initial sync (5 s at the default rate
+// for 100,000 rules, against 4.4 s for GoBGP to send them all). Graceful-
+// restart sessions wait for the load anyway (bgp.Config.HoldPeers).
+//
 // Pacing protects established sessions only. While no peer is
 // established (right after a restart the RIB starts loading before the
 // routers have reconnected) additions reach no router, and a session that

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -101,25 +103,77 @@ func (s *Store) list(ctx context.Context, op, q string, args ...any) ([]Rule, er
 
 // listWith runs q and scans each row with scan.
 func (s *Store) listWith(ctx context.Context, op string, scan func(row) (Rule, error), q string, args ...any) ([]Rule, error) {
-	cctx, cancel := s.call(ctx, 1)
-	defer cancel()
+	cctx, w := s.progressCall(ctx)
+	defer w.stop()
 	rs, err := s.eng.reader().query(cctx, q, args...)
 	if err != nil {
-		return nil, s.wrap(ctx, op, err)
+		return nil, s.wrap(ctx, op, w.why(err))
 	}
 	defer rs.Close()
 	var out []Rule
 	for rs.Next() {
+		w.row()
 		r, err := scan(rs)
 		if err != nil {
-			return nil, s.wrap(ctx, op, err)
+			return nil, s.wrap(ctx, op, w.why(err))
 		}
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, s.wrap(ctx, op, err)
+		return nil, s.wrap(ctx, op, w.why(err))
 	}
 	return out, nil
+}
+
+// A read of every row (the reconciler's full read, the start's) is
+// bounded by its progress, not by its total time: it is cancelled once
+// the database has sent no row for the store's timeout, the first row
+// included, however many rows it reads in all. A table of a million
+// rules takes longer to read than one timeout on a busy appliance (a
+// fixed deadline failed every full read there, so a restart announced
+// nothing), yet a hung database is still noticed within one timeout.
+
+// progressWatch cancels its read when rows stop coming.
+type progressWatch struct {
+	d      time.Duration
+	t      *time.Timer
+	n      int
+	cancel context.CancelFunc
+	// stalled is set (before cancel) when the watch fired.
+	stalled atomic.Bool
+}
+
+// progressCall returns a context for a read that progressWatch bounds.
+func (s *Store) progressCall(ctx context.Context) (context.Context, *progressWatch) {
+	cctx, cancel := context.WithCancel(ctx)
+	w := &progressWatch{d: s.timeout, cancel: cancel}
+	w.t = time.AfterFunc(w.d, func() {
+		w.stalled.Store(true)
+		cancel()
+	})
+	return cctx, w
+}
+
+// row notes progress; the timer is re-armed every 1,024 rows, so a read
+// may last a timeout per 1,024 rows at the slowest.
+func (w *progressWatch) row() {
+	w.n++
+	if w.n&1023 == 0 {
+		w.t.Reset(w.d)
+	}
+}
+
+func (w *progressWatch) stop() {
+	w.t.Stop()
+	w.cancel()
+}
+
+// why names a read the watch cut short as the timeout it is.
+func (w *progressWatch) why(err error) error {
+	if w.stalled.Load() {
+		return fmt.Errorf("no row for %v after %d rows: %w", w.d, w.n, context.DeadlineExceeded)
+	}
+	return err
 }
 
 // Page selects one page of List's order (newest first) for ListPage.
