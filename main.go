@@ -130,8 +130,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return flowspecCmd(args[1:], stdout, stderr)
 	case "profiles":
 		return profilesCmd(args[1:], stdout, stderr)
-	case "rule", "route", "rib", "peers", "status", "diff", "whoami", "signals", "shutdown", "incidents":
-		return cli.Main(ctx, args, stdout, stderr)
 	case "completion":
 		if len(args) != 2 || args[1] != "bash" {
 			fmt.Fprint(stderr, "usage: ribkeeper completion bash (only bash is supported)\n")
@@ -149,6 +147,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
+		if cli.IsCommand(args[0]) {
+			return cli.Main(ctx, args, stdout, stderr)
+		}
 		fmt.Fprintf(stderr, "ribkeeper: unknown command %q (see 'ribkeeper --help')\n", args[0])
 		return 2
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ribkeeper/ribkeeper/cli"
 )
 
 func runMain(t *testing.T, args ...string) (int, string, string) {
@@ -302,4 +304,21 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// Every client command the usage lists is dispatched to the client (its
+// --help answers), none is "unknown": the dispatch is read from the
+// client's command table (a merged "set" command was once left out).
+func TestEveryClientCommandDispatched(t *testing.T) {
+	for _, line := range strings.Split(strings.TrimSpace(cli.Synopsis()), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		var out, errOut strings.Builder
+		run([]string{f[1], "--help"}, &out, &errOut)
+		if strings.Contains(errOut.String(), "unknown command") {
+			t.Errorf("%q: %s", f[1], errOut.String())
+		}
+	}
 }

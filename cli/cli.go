@@ -86,6 +86,20 @@ func Synopsis() string {
 	return b.String()
 }
 
+// IsCommand reports whether name is the first word of a client command
+// (or its plural, as "rules" for "rule"): the program hands those to Main.
+// It is read from the command table, so a new command cannot be left out
+// of the program's dispatch.
+func IsCommand(name string) bool {
+	for _, cmd := range commands {
+		first, _, _ := strings.Cut(cmd.name, " ")
+		if name == first || name == first+"s" {
+			return true
+		}
+	}
+	return false
+}
+
 // groupUsage is the usage of "rule" or "route": its subcommands.
 func groupUsage(group string) string {
 	var b strings.Builder
