@@ -265,3 +265,26 @@ func TestChecksCutShortByTheDeadlineAreUnavailable(t *testing.T) {
 		t.Errorf("a cancelled client's write: %v, want its cancellation", err)
 	}
 }
+
+// slowWrites is a real store whose commit outlasts its caller's
+// deadline and answers with that deadline, as the store does for a write
+// whose deadline passed inside it on PostgreSQL (its wrap names the
+// caller's own context error).
+type slowWrites struct{ *store.Store }
+
+func (s slowWrites) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
+	<-ctx.Done()
+	return store.Rule{}, false, fmt.Errorf("store: upsert rule: %w", ctx.Err())
+}
+
+// Such a write is a 503 that says it may or may not be stored, not an
+// internal error (CI: writes during the PostgreSQL failover got 500).
+func TestStoreCutShortByTheDeadlineIsUnavailable(t *testing.T) {
+	st := openStore(t, nil)
+	g := admit.New(admit.Config{Store: slowWrites{st}, WriteTimeout: 50 * time.Millisecond})
+	_, _, err := g.Add(context.Background(), noc, req("match destination 203.0.113.9/32 then discard"))
+	wantRefusal(t, "a write whose commit timed out", err, admit.KindUnavailable, "")
+	if !strings.Contains(err.Error(), "may or may not be stored") {
+		t.Errorf("the refusal %q does not say the outcome is unknown", err)
+	}
+}

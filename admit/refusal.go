@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -138,6 +139,12 @@ func fromStore(err error, id int64) error {
 		return &Refusal{Kind: KindInvalidInput, Index: -1, Msg: err.Error(), Err: err}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Refusal{Kind: KindUnavailable, Index: -1, Msg: err.Error(), Err: err}
+	case errors.Is(err, context.DeadlineExceeded):
+		// The write's deadline (the gate's, [store] write_timeout) passed
+		// inside the store: on PostgreSQL a commit cut short there may
+		// or may not have happened.
+		return &Refusal{Kind: KindUnavailable, Index: -1, Err: err,
+			Msg: "the store did not answer within this write's deadline ([store] write_timeout); the database may be hung, overloaded or (PostgreSQL) failing over: the write may or may not be stored, so check the rule (GET /v1/rules) before retrying"}
 	}
 	return err
 }

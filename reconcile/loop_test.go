@@ -878,3 +878,49 @@ func TestFirstLoadNotPaced(t *testing.T) {
 		t.Fatalf("RIB found empty after the first load = %+v, want a paced batch of %d", res, rate)
 	}
 }
+
+// movingStore is a store that moved to another database server (a
+// PostgreSQL failover) whose revisions went back: the new primary lacks
+// the last events seen on the old one and numbers its own with the same
+// ids, so ChangedSince from the old revision misses them.
+type movingStore struct {
+	*fakeStore
+	moves atomic.Uint64
+}
+
+func (m *movingStore) ServerMoves() uint64 { return m.moves.Load() }
+
+// After the store moved to another server, the next pass reads every row
+// instead of trusting the revision of the old one.
+func TestServerMoveReadsEveryRow(t *testing.T) {
+	st := &movingStore{fakeStore: newFakeStore()}
+	sp := newFakeSpeaker()
+	r := New(testLogger(t), st, sp, Config{})
+	st.add(testRule(t, 1, discard()), time.Time{})
+	pass(t, r)
+	// The failover: a rule written on the new server under a revision
+	// the reader has already seen, so ChangedSince does not return it.
+	st.mu.Lock()
+	seen := st.rev
+	st.mu.Unlock()
+	id := st.add(testRule(t, 2, discard()), time.Time{})
+	st.mu.Lock()
+	st.rev, st.changed[id] = seen, seen
+	reads := st.fullReads
+	st.mu.Unlock()
+	pass(t, r)
+	if _, ok := sp.snapshot()[st.get(id).Rule.Match]; ok {
+		t.Fatal("the test's store returned the rule without a move: it proves nothing")
+	}
+	st.moves.Add(1)
+	pass(t, r)
+	st.mu.Lock()
+	after := st.fullReads
+	st.mu.Unlock()
+	if after != reads+1 {
+		t.Errorf("ActiveRules called %d times after the move, want 1", after-reads)
+	}
+	if _, ok := sp.snapshot()[st.get(id).Rule.Match]; !ok {
+		t.Error("the rule written on the new server is not announced after the move")
+	}
+}

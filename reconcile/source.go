@@ -26,6 +26,8 @@ type source struct {
 	expiry  expiryHeap
 	// rev is the revision the copy is complete up to.
 	rev int64
+	// moves is the store's ServerMoves at the last complete read.
+	moves uint64
 	// fullAt is when every row was last read.
 	fullAt time.Time
 	ok     bool
@@ -191,6 +193,17 @@ func (s ids) remove(id int64) ids {
 
 func (s ids) empty() bool { return s.one == 0 && len(s.more) == 0 }
 
+// serverMoves is the store's count of moves to another database server
+// (store.Store.ServerMoves), 0 for a store without one. The copy's
+// revision means nothing on another server: a move makes the next read
+// complete.
+func serverMoves(d Desired) uint64 {
+	if m, ok := d.(interface{ ServerMoves() uint64 }); ok {
+		return m.ServerMoves()
+	}
+	return 0
+}
+
 // read refreshes the copy: every row when full is set or when there is no
 // copy yet; otherwise only what changed since the copy's revision. all
 // reports a complete re-read; otherwise dirty is called with the Match of
@@ -233,7 +246,8 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		c.ok, c.fullAt = true, snap.at
 		return true, true, nil
 	}
-	if full || !c.ok {
+	moves := serverMoves(d)
+	if full || !c.ok || moves != c.moves {
 		rev, err := d.Revision(ctx)
 		if err != nil {
 			return false, false, err
@@ -242,7 +256,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if err != nil {
 			return false, false, err
 		}
-		c.rev = rev
+		c.rev, c.moves = rev, moves
 		c.load(rows)
 		c.ok, c.fullAt = true, now
 		return true, true, nil

@@ -30,6 +30,8 @@ type pgEngine struct {
 	// server is the address of the server the newest connection reached
 	// ("" before the first): with a multi-host DSN, the one in use.
 	server atomic.Value // string
+	// moves counts the pool's moves to another server (a failover).
+	moves atomic.Uint64
 	// connects wakes the change feed's reconnect when the pool reached a
 	// server while the feed is down (the server is back, or a failover
 	// moved the appliance to another): the feed follows at once instead
@@ -109,6 +111,7 @@ func (e *pgEngine) connected(_ context.Context, c *pgx.Conn) error {
 	case prev == "":
 		e.log.Info("connected to PostgreSQL", "server", addr, "dsn_hosts", e.where)
 	case prev != addr:
+		e.moves.Add(1)
 		e.log.Warn("reconnected to another PostgreSQL server", "server", addr, "previous", prev, "dsn_hosts", e.where)
 	}
 	if e.listenPID.Load() == 0 {

@@ -30,6 +30,20 @@ type Delta struct {
 	Next int64
 }
 
+// ServerMoves counts the times the store moved to another database
+// server (a PostgreSQL failover; always 0 on SQLite). Revisions read
+// from one server do not compare with another's: the new primary may
+// lack the last events a reader saw on the old one (committed there,
+// not yet on the standby) and then number its own events with the same
+// ids. A reader whose count changed reads every row again instead of
+// asking ChangedSince.
+func (s *Store) ServerMoves() uint64 {
+	if pg, ok := s.eng.(*pgEngine); ok {
+		return pg.moves.Load()
+	}
+	return 0
+}
+
 // Revision returns the newest revision: one indexed lookup. A reader that
 // reads it before a full ActiveRules read and then asks ChangedSince(rev)
 // misses nothing.
