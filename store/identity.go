@@ -204,6 +204,8 @@ func (s *Store) lose(lite *sqliteEngine, what string) {
 		close(s.rescued)
 		return
 	}
+	// Close waits for the copy (rescuing, then rescued).
+	s.rescuing.Store(true)
 	go func() {
 		defer close(s.rescued)
 		wal, ok := fds[abs+"-wal"]

@@ -213,8 +213,10 @@ type Store struct {
 	integrityTimeout time.Duration
 	// recordWake wakes KeepRecord after each change (signal).
 	recordWake chan struct{}
-	// rescued is closed once a lost file's copy is done (identity.go).
-	rescued chan struct{}
+	// rescued is closed once a lost file's copy is done (identity.go);
+	// rescuing is set when a copy started, which Close waits for.
+	rescued  chan struct{}
+	rescuing atomic.Bool
 	// spec lets EarlyOK skip its read on SQLite (special.go); nil on
 	// PostgreSQL.
 	spec *special
@@ -377,6 +379,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.stop()
 		s.wg.Wait()
+		if s.rescuing.Load() {
+			<-s.rescued // the lost file's copy, written from its open descriptor
+		}
 		if s.eng != nil {
 			s.closeErr = s.eng.close()
 		}
