@@ -46,18 +46,11 @@ func TestPathAgeIsWhenAnnounced(t *testing.T) {
 		{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_FLOW_SPEC_UNICAST},
 		{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST},
 	} {
-		var stream api.GoBgpService_ListPathClient
-		// The gRPC server starts with the speaker; wait for it to answer.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			stream, err = gc.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam})
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ListPath %v: %v", fam, err)
-			}
-			time.Sleep(20 * time.Millisecond)
+		// The gRPC server starts with the speaker: the call waits until
+		// the connection is ready (bounded by ctx).
+		stream, err := gc.ListPath(ctx, &api.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: fam}, grpc.WaitForReady(true))
+		if err != nil {
+			t.Fatalf("ListPath %v: %v", fam, err)
 		}
 		for {
 			r, err := stream.Recv()

@@ -90,6 +90,8 @@ type rig struct {
 	notes *recorder
 	cfg   *config.Config
 	stop  func()
+	// changed wakes eventually after every incident change (Config.Changed).
+	changed chan struct{}
 }
 
 func newRig(t *testing.T, toml string) *rig {
@@ -108,7 +110,7 @@ func newRig(t *testing.T, toml string) *rig {
 	}
 	t.Cleanup(func() { st.Close() })
 	g := admit.New(admit.Config{Store: st, Guardrails: cfg.Guardrails, Limits: cfg.Limits, Clock: clk})
-	r := &rig{t: t, clk: clk, st: st, gate: g, notes: &recorder{}, cfg: cfg}
+	r := &rig{t: t, clk: clk, st: st, gate: g, notes: &recorder{}, cfg: cfg, changed: make(chan struct{}, 1)}
 	r.start()
 	return r
 }
@@ -117,7 +119,13 @@ func newRig(t *testing.T, toml string) *rig {
 // incidents the store kept.
 func (r *rig) start() {
 	r.t.Helper()
-	r.eng = playbook.New(playbook.Config{Gate: r.gate, Store: r.st, Rules: r.st, Notifier: r.notes, Clock: r.clk}, r.cfg)
+	r.eng = playbook.New(playbook.Config{Gate: r.gate, Store: r.st, Rules: r.st, Notifier: r.notes, Clock: r.clk,
+		Changed: func(playbook.Incident) {
+			select {
+			case r.changed <- struct{}{}:
+			default:
+			}
+		}}, r.cfg)
 	if err := r.eng.Load(context.Background()); err != nil {
 		r.t.Fatal(err)
 	}
@@ -140,15 +148,19 @@ func (r *rig) accept(s signals.Signal) {
 	}
 }
 
-// eventually waits, for at most 30 s, until cond holds.
+// eventually waits, for at most 30 s, until cond holds: it checks again
+// after each incident change and each timer the engine arms (what every
+// condition of these tests waits for).
 func (r *rig) eventually(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.After(30 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-r.changed:
+		case <-r.clk.Armed():
+		case <-deadline:
 			r.t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/ribkeeper/ribkeeper/clock"
 )
 
@@ -296,6 +298,9 @@ func TestIntegrityCheckAtOpen(t *testing.T) {
 func TestHungWriteIsAnsweredAndNeverLands(t *testing.T) {
 	cfg := sqliteFresh(t)
 	cfg.WriteTimeout = 300 * time.Millisecond
+	// The late commit is counted, then logged: the test waits for the line.
+	lines := make(chan string, 64)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: lineWriter(lines), Level: hclog.Warn})
 	s := open(t, cfg, "a")
 	ctx := ctxT(t)
 	hung, release := make(chan struct{}), make(chan struct{})
@@ -339,6 +344,9 @@ func TestHungWriteIsAnsweredAndNeverLands(t *testing.T) {
 func TestHungCommitIsReportedPending(t *testing.T) {
 	cfg := sqliteFresh(t)
 	cfg.WriteTimeout = 300 * time.Millisecond
+	// The late commit is counted, then logged: the test waits for the line.
+	lines := make(chan string, 64)
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Output: lineWriter(lines), Level: hclog.Warn})
 	s := open(t, cfg, "a")
 	ctx := ctxT(t)
 	hung, release := make(chan struct{}), make(chan struct{})
@@ -359,7 +367,17 @@ func TestHungCommitIsReportedPending(t *testing.T) {
 	<-hung
 	wantTimeout(t, "the write whose commit hangs", waitErr(t, first), "may still be stored")
 	close(release)
-	waitUntil(t, "the late commit counted", func() bool { return s.LateCommits() == 1 })
+	for logged := false; !logged; {
+		select {
+		case l := <-lines:
+			logged = strings.Contains(l, "committed after all")
+		case <-time.After(30 * time.Second):
+			t.Fatal("the late commit was not logged within 30 s of the disk answering")
+		}
+	}
+	if n := s.LateCommits(); n != 1 {
+		t.Fatalf("late commits %d, want 1", n)
+	}
 	rs, err := s.List(ctx, "")
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("after the disk answered: %v, %v; want the rule whose commit landed", rs, err)
@@ -387,13 +405,14 @@ func waitErr(t *testing.T, c <-chan error) error {
 	}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+// lineWriter sends each log line written to it on c (dropped when c is
+// full).
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	select {
+	case w <- string(p):
+	default:
 	}
+	return len(p), nil
 }

@@ -13,7 +13,7 @@ import (
 func TestListensOnItsAddressOnly(t *testing.T) {
 	Binary(t)
 	port := FreePort(t, "127.0.0.2")
-	Start(t, Options{Address: "127.0.0.2", Port: port, ASN: 65001,
+	r := Start(t, Options{Address: "127.0.0.2", Port: port, ASN: 65001,
 		Peers: []Peer{{Address: "127.0.0.1", Port: FreePort(t, "127.0.0.1"), ASN: 65000}}})
 	own := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
 	deadline := time.Now().Add(30 * time.Second)
@@ -26,7 +26,11 @@ func TestListensOnItsAddressOnly(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("BIRD does not listen on %s: %v", own, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		// BIRD opens the listener from its event loop: a control
+		// command answered is a turn of that loop.
+		if _, err := r.Birdc("show", "protocols"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
