@@ -201,13 +201,9 @@ func (g *Gate) AddMany(ctx context.Context, a Actor, reqs []Request) ([]store.Ru
 			"%d rules in one request, more than the %d allowed ([limits] max_batch_rules): split it into requests of at most %d",
 			len(reqs), l.MaxBatchRules, l.MaxBatchRules)
 	}
-	ps := make([]parsed, len(reqs))
-	for i, req := range reqs {
-		p, ref := g.parse(req, i, l, a.Name)
-		if ref != nil {
-			return nil, ref
-		}
-		ps[i] = p
+	ps, ref := g.parseAll(reqs, l, a.Name)
+	if ref != nil {
+		return nil, ref
 	}
 	ctx, cancel := g.deadline(ctx, len(ps))
 	defer cancel()

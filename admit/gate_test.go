@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -542,6 +543,43 @@ func TestEnforceAmong(t *testing.T) {
 		r, _ := st.Get(ctx, id)
 		if r.WithdrawRequested != (want || id == changed.ID) || (r.Actor == admit.GuardrailActor) != want {
 			t.Errorf("rule %d: withdrawn %v by %q", id, r.WithdrawRequested, r.Actor)
+		}
+	}
+}
+
+// A large batch is parsed on every CPU, and still refused for its first
+// bad rule, whichever part of the batch it is in, and then stores
+// nothing.
+func TestLargeBatchRefusedForItsFirstBadRule(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	ctx := context.Background()
+	st := openStore(t, nil)
+	g := admit.New(admit.Config{Store: st})
+	const n = 5000
+	batch := make([]admit.Request, n)
+	for i := range batch {
+		batch[i] = req(fmt.Sprintf("route 10.%d.%d.%d/32 then blackhole", i>>16&255, i>>8&255, i&255))
+	}
+	for _, bad := range [][]int{{n - 1}, {4000, 1300}, {2600, 2500, 0}} {
+		b := slices.Clone(batch)
+		for _, i := range bad {
+			b[i] = req("route 10.0.0.1/32 then nonsense")
+		}
+		_, err := g.AddMany(ctx, noc, b)
+		if ref := wantRefusal(t, fmt.Sprint("bad rules ", bad), err, admit.KindInvalidRule, "text"); ref.Index != slices.Min(bad) {
+			t.Errorf("bad rules %v: refused for index %d, want %d", bad, ref.Index, slices.Min(bad))
+		}
+	}
+	if rs, err := st.List(ctx, store.Active); err != nil || len(rs) != 0 {
+		t.Fatalf("after refused batches: %d rules stored (%v), want none", len(rs), err)
+	}
+	out, err := g.AddMany(ctx, noc, batch)
+	if err != nil || len(out) != n {
+		t.Fatalf("good batch: %d rules, %v", len(out), err)
+	}
+	for i, r := range out {
+		if want := batch[i].Text; r.Text != want {
+			t.Fatalf("rule %d stored as %q, want %q", i, r.Text, want)
 		}
 	}
 }

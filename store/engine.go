@@ -31,6 +31,13 @@ type engine interface {
 	// process); otherwise the insert comes first and inserts nothing for
 	// an active Match.
 	lookupFirst() bool
+	// indexedBy names the index a query of table rules must use, where
+	// the engine's planner is known to choose a worse one: SQLite, with
+	// no statistics, prefers rules_state (state, id) for "state =
+	// 'active' AND family = ? AND nlri IN (500 values)" and scans every
+	// active rule per lookup, so a batch's lookups grew with the table.
+	// PostgreSQL's planner keeps statistics; it gets "".
+	indexedBy(index string) string
 	// lockMigrations serializes concurrent migrations in t.
 	lockMigrations(ctx context.Context, t tx) error
 	// lockHistory is taken in t right before history entries are inserted

@@ -174,6 +174,8 @@ func (e *pgEngine) timeArg(t time.Time) any {
 
 func (e *pgEngine) forUpdate() string { return " FOR UPDATE OF r" }
 
+func (e *pgEngine) indexedBy(string) string { return "" }
+
 func (e *pgEngine) siteFilter() string {
 	return `(r.sites = '[]'::jsonb OR r.sites @> jsonb_build_array(?::text))`
 }

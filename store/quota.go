@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -112,7 +111,6 @@ func (s *Store) ActiveMatches(ctx context.Context, matches []flowspec.Match) (ma
 
 // existing looks up the active rules with the given Matches.
 func (s *Store) existing(cctx context.Context, rd querier, matches []flowspec.Match) (map[flowspec.Match]Existing, error) {
-	const live = ` FROM rules WHERE state = 'active' AND NOT withdraw_requested`
 	out := map[flowspec.Match]Existing{}
 	byFamily := map[flowspec.Family][]any{}
 	for _, m := range matches {
@@ -123,8 +121,8 @@ func (s *Store) existing(cctx context.Context, rd querier, matches []flowspec.Ma
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			rs, err := rd.query(cctx, `SELECT id, nlri, actor, expires_at, communities, origin, set_name`+live+` AND family = ? AND nlri IN (`+
-				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+")", append([]any{int64(fam)}, chunk...)...)
+			rs, err := rd.query(cctx, s.matchLookup(`id, nlri, actor, expires_at, communities, origin, set_name`, ` AND NOT withdraw_requested`, len(chunk)),
+				append([]any{int64(fam)}, chunk...)...)
 			if err != nil {
 				return nil, err
 			}

@@ -444,6 +444,15 @@ func matchKey(family int64, nlri []byte) string {
 // parameters).
 const lookupChunk = 500
 
+// matchLookup is the query of cols of the active rules (and the
+// condition and, if any) of one family ("?") with any of n NLRIs ("?"
+// each), through the index of active Matches: a batch's lookups cost
+// what its rules do, whatever the size of the table.
+func (s *Store) matchLookup(cols, and string, n int) string {
+	return `SELECT ` + cols + ` FROM rules` + s.eng.indexedBy("rules_active_match") +
+		` WHERE state = 'active'` + and + ` AND family = ? AND nlri IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
+}
+
 // activeKeys returns the matchKeys of es that have an active rule: one
 // query per lookupChunk inputs of a family, not one per input.
 func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[string]bool, error) {
@@ -455,9 +464,7 @@ func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[strin
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			q := `SELECT nlri FROM rules WHERE state = 'active' AND family = ? AND nlri IN (` +
-				strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + ")"
-			rs, err := t.query(ctx, q, append([]any{fam}, chunk...)...)
+			rs, err := t.query(ctx, s.matchLookup("nlri", "", len(chunk)), append([]any{fam}, chunk...)...)
 			if err != nil {
 				return nil, err
 			}
