@@ -29,7 +29,7 @@ type SetMember struct {
 }
 
 // setRulesQuery reads the active rules of one set ("?") through the
-// partial index of set members (its condition set_name <> ” repeated,
+// partial index of set members (its condition, set_name not empty, repeated,
 // since SQLite cannot prove it of a parameter).
 func (s *Store) setRulesQuery() string {
 	return `SELECT id, family, nlri, communities, reason, actor, sites, expires_at, withdraw_requested
