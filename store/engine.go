@@ -38,6 +38,11 @@ type engine interface {
 	// active rule per lookup, so a batch's lookups grew with the table.
 	// PostgreSQL's planner keeps statistics; it gets "".
 	indexedBy(index string) string
+	// notifyChanges, in a transaction that records history, wakes the
+	// change feeds of the other instances when t commits (PostgreSQL:
+	// NOTIFY, sent at commit, once however often it is asked); SQLite's
+	// feeds poll data_version instead.
+	notifyChanges(ctx context.Context, t tx) error
 	// lockMigrations serializes concurrent migrations in t.
 	lockMigrations(ctx context.Context, t tx) error
 	// lockHistory is taken in t right before history entries are inserted

@@ -115,7 +115,14 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 	}
 	var full string
 	args := make([]any, 0, 7*min(len(w.events), eventChunk))
-	for evs := w.events; len(evs) > 0; {
+	evs := w.events
+	if pt, ok := w.tx.(*pgTx); ok {
+		if err := pt.insertEvents(ctx, evs); err != nil {
+			return fmt.Errorf("record history: %w", err)
+		}
+		evs = nil
+	}
+	for len(evs) > 0 {
 		n := min(len(evs), eventChunk)
 		q := full
 		if n < eventChunk || full == "" {
@@ -134,6 +141,11 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		evs = evs[n:]
 	}
 	w.events = w.events[:0]
+	// Every change of desired state records history: this transaction
+	// wakes the other instances' change feeds when it commits.
+	if err := s.eng.notifyChanges(ctx, w.tx); err != nil {
+		return fmt.Errorf("notify the other instances: %w", err)
+	}
 	return nil
 }
 

@@ -156,6 +156,8 @@ func (e *sqliteEngine) forUpdate() string { return "" } // the transaction holds
 
 func (e *sqliteEngine) indexedBy(index string) string { return " INDEXED BY " + index }
 
+func (e *sqliteEngine) notifyChanges(context.Context, tx) error { return nil }
+
 func (e *sqliteEngine) siteFilter() string {
 	return `(r.sites = '[]' OR EXISTS (SELECT 1 FROM json_each(r.sites) j WHERE j.value = ?))`
 }
