@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ var rtbhNextHop = netip.MustParseAddr("192.0.2.99")
 // of the API writes (heap-api.pb.gz), once BIRD holds every route
 // (heap-bird.pb.gz) and once settled (heap-settled.pb.gz), from its
 // control socket: where the memory of the peak and of the steady state
-// goes (go tool pprof -sample_index=inuse_space -top FILE).
+// goes (go tool pprof -sample_index=inuse_space -top FILE), and the
+// runtime's memory statistics beside each (NAME.memstats).
 func BenchmarkRTBH(b *testing.B) {
 	n := benchEnv(b, "RIBKEEPER_BENCH_RTBH", 1_000_000)
 	if n > 1<<24 {
@@ -199,18 +201,34 @@ func (d *benchDaemon) heapProfile(name string) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
 		},
 	}}
-	resp, err := hc.Get("http://ribkeeper/debug/pprof/heap")
-	if err != nil {
-		d.b.Logf("heap profile %s: %v", name, err)
-		return
+	get := func(path string) []byte {
+		resp, err := hc.Get("http://ribkeeper" + path)
+		if err != nil {
+			d.b.Logf("heap profile %s: %v", name, err)
+			return nil
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			d.b.Logf("heap profile %s: %s %v", name, resp.Status, err)
+			return nil
+		}
+		return data
 	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		d.b.Logf("heap profile %s: %s %v", name, resp.Status, err)
-		return
+	if data := get("/debug/pprof/heap"); data != nil {
+		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), data, 0o644); err != nil {
+			d.b.Logf("heap profile %s: %v", name, err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), data, 0o644); err != nil {
-		d.b.Logf("heap profile %s: %v", name, err)
+	// The runtime's own figures (HeapInuse, HeapIdle, HeapReleased,
+	// NextGC): how much of the RSS is live heap, how much free pages.
+	if data := get("/debug/pprof/heap?debug=1"); data != nil {
+		var stats []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(l, "# ") {
+				stats = append(stats, l)
+			}
+		}
+		os.WriteFile(filepath.Join(dir, name+".memstats"), []byte(strings.Join(stats, "\n")+"\n"), 0o644)
 	}
 }
