@@ -37,9 +37,11 @@ var rtbhNextHop = netip.MustParseAddr("192.0.2.99")
 // BLACKHOLE and NO_EXPORT: what bgp/ builds for "then blackhole") with
 // AddPath, 2,000 a call. Each has its own BIRD, behind a wireCounter.
 // rate is routes/s from the first call until BIRD held all of them,
-// write-s the time to hand them over, MB-peak the process's VmHWM,
-// MB-rss its settled RSS (settledRSS) and B-rss/path that over the same
-// process's settled RSS with the session up and no routes, per route.
+// write-s the time to hand them over, status-s (ours) until every route's
+// status read as announced (GET /v1/status), MB-peak the process's VmHWM,
+// MB-rss its settled RSS (settledRSS, from then on) and B-rss/path that
+// over the same process's settled RSS with the session up and no routes,
+// per route.
 //
 // RIBKEEPER_BENCH_PROFILE=DIR saves the daemon's heap profile at the end
 // of the API writes (heap-api.pb.gz), once BIRD holds every route
@@ -91,10 +93,26 @@ func BenchmarkRTBH(b *testing.B) {
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
 			b.StopTimer()
 			d.heapProfile("heap-bird")
+			// The reconciler records each route's status after BIRD
+			// may have it; the daemon is done (and its memory
+			// settles) once every route reads as announced.
+			waitFor(b, 30*time.Minute, "every route's status announced", func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				st, err := d.client.Status(ctx)
+				if err == nil && st.Rules != nil && st.Rules.Announced >= n {
+					return true
+				}
+				time.Sleep(time.Second)
+				return false
+			})
+			status := time.Since(t0)
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			d.heapProfile("heap-settled")
-			b.Logf("ours: API done after %v, BIRD full after %v", write.Round(time.Millisecond), el.Round(time.Millisecond))
+			b.Logf("ours: API done after %v, BIRD full after %v, every status announced after %v",
+				write.Round(time.Millisecond), el.Round(time.Millisecond), status.Round(time.Millisecond))
 			report(b, el, write, rss0, cur, early, peak)
+			b.ReportMetric(status.Seconds(), "status-s")
 		}
 	})
 	b.Run("gobgp", func(b *testing.B) {

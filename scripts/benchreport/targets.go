@@ -258,6 +258,9 @@ var targets = []target{
 			n, _ := g("BenchmarkRTBH/ours", "routes")
 			w, _ := g("BenchmarkRTBH/ours", "write-s")
 			s := fmt.Sprintf("%s routes/s at %s routes (API done after %s s)", num(v), num(n), num(w))
+			if st, ok := g("BenchmarkRTBH/ours", "status-s"); ok {
+				s += fmt.Sprintf(", every status announced after %s s", num(st))
+			}
 			if r, ok := g("BenchmarkRTBH/gobgp", "routes/s"); ok {
 				s += fmt.Sprintf("; raw GoBGP %s routes/s", num(r))
 			}
