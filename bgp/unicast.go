@@ -18,28 +18,42 @@ import (
 // A route's action may leave the next hop open; it then means this site's
 // next hop (Config.RouteNextHop4/6, SetRouteNextHops), filled in at
 // announce time. So that the reconciler compares like with like, the
-// mirror reports a route path with the action it was announced with (next
-// hop open) as long as the path still carries the current site next hop;
-// once the site next hop changes, the path is reported with its actual,
-// explicit next hop, which differs from the desired action: the reconciler
-// sees attribute drift and re-announces with the new next hop.
+// mirror reports a path that carries the current site next hop without
+// it (the action it was announced with), unless its route was announced
+// with a next hop of its own; once the site next hop changes, the path is
+// reported with its actual, explicit next hop, which differs from the
+// desired action: the reconciler sees attribute drift and re-announces
+// with the new next hop.
+//
+// Only routes announced with a next hop of their own are remembered: a
+// feed of a million "then blackhole" routes costs no entry per route
+// here (a map entry per route was ~60 B, 60 MB at a million).
 
 // ErrNoNextHop is returned for a route whose action has no next hop when
 // the site has none configured for its family. It is not terminal: a
 // configuration reload that sets one makes the next attempt succeed.
 var ErrNoNextHop = errors.New("bgp: route has no next hop and none is configured for this site ([rtbh] next_hop_ipv4/next_hop_ipv6)")
 
-// routeState is the site next hops and what each route was announced with.
+// routeState is the site next hops and the routes last announced with a
+// next hop of their own.
 type routeState struct {
-	mu    sync.Mutex
-	nh4   netip.Addr
-	nh6   netip.Addr
-	given map[flowspec.Match]flowspec.Action
+	mu       sync.Mutex
+	nh4      netip.Addr
+	nh6      netip.Addr
+	explicit map[flowspec.Match]struct{}
 }
 
 func (rs *routeState) init(nh4, nh6 netip.Addr) {
 	rs.nh4, rs.nh6 = nh4, nh6
-	rs.given = make(map[flowspec.Match]flowspec.Action)
+	rs.explicit = make(map[flowspec.Match]struct{})
+}
+
+// site returns the site next hop for family f, if there is one.
+func (rs *routeState) site(f flowspec.Family) netip.Addr {
+	if f == flowspec.IPv6Unicast {
+		return rs.nh6
+	}
+	return rs.nh4
 }
 
 // fill returns a with the site next hop for family f when a has none.
@@ -47,10 +61,7 @@ func (rs *routeState) fill(f flowspec.Family, a flowspec.Action) (flowspec.Actio
 	if _, ok := a.NextHop(); ok {
 		return a, true
 	}
-	nh := rs.nh4
-	if f == flowspec.IPv6Unicast {
-		nh = rs.nh6
-	}
+	nh := rs.site(f)
 	if !nh.IsValid() {
 		return a, false
 	}
@@ -58,19 +69,19 @@ func (rs *routeState) fill(f flowspec.Family, a flowspec.Action) (flowspec.Actio
 }
 
 // view maps the action found in the RIB for route m to the action the
-// reconciler announced, when they are equal after filling in the site
-// next hop.
+// reconciler announced: without its next hop when that is the current
+// site next hop and m was not announced with a next hop of its own.
 func (rs *routeState) view(m flowspec.Match, actual flowspec.Action) flowspec.Action {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	g, ok := rs.given[m]
+	nh, ok := actual.NextHop()
 	if !ok {
 		return actual
 	}
-	if f, ok := rs.fill(m.Family(), g); ok && f == actual {
-		return g
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if _, own := rs.explicit[m]; own || nh != rs.site(m.Family()).Unmap() {
+		return actual
 	}
-	return actual
+	return actual.WithNextHop(netip.Addr{})
 }
 
 // SetRouteNextHops changes the site next hops of routes whose action
@@ -116,7 +127,11 @@ func (s *Speaker) routeAnnouncePath(r flowspec.Rule) (*apiutil.Path, error) {
 	// Record before adding: the watch may deliver the path before AddPath
 	// returns.
 	s.routes.mu.Lock()
-	s.routes.given[r.Match] = r.Action
+	if _, own := r.Action.NextHop(); own {
+		s.routes.explicit[r.Match] = struct{}{}
+	} else if len(s.routes.explicit) > 0 {
+		delete(s.routes.explicit, r.Match)
+	}
 	s.routes.mu.Unlock()
 	return p, nil
 }
@@ -128,8 +143,11 @@ func (rs *routeState) forget(ms []flowspec.Match) {
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
+	if len(rs.explicit) == 0 {
+		return
+	}
 	for _, m := range ms {
-		delete(rs.given, m)
+		delete(rs.explicit, m)
 	}
 }
 

@@ -3,6 +3,7 @@ package bgp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -75,6 +76,63 @@ func TestRouteSiteNextHop(t *testing.T) {
 		}
 	}
 	eventually(t, 5*time.Second, "empty mirror", func() bool { return len(mirrorOf(s)) == 0 })
+}
+
+// A route announced with a next hop of its own that equals the site's is
+// reported with it, and the same route announced again without one is
+// reported without: the mirror remembers which routes named their next
+// hop, and only those (a million "then blackhole" routes cost no entry).
+func TestRouteOwnNextHopEqualToSite(t *testing.T) {
+	nh4 := netip.MustParseAddr("192.0.2.1")
+	s := startSpeaker(t, Config{RouteNextHop4: nh4})
+	ctx := context.Background()
+	open := parseRule(t, "route 203.0.113.9/32 then blackhole")
+	own := parseRule(t, "route 203.0.113.9/32 then blackhole next-hop 192.0.2.1")
+	if open.Action == own.Action {
+		t.Fatal("test rules: the two actions must differ")
+	}
+	for _, r := range []flowspec.Rule{own, open, own} {
+		if err := announceOne(s, ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		// The path on the wire is the same each time: what the mirror
+		// reports must follow what was announced last.
+		eventually(t, 5*time.Second, "mirror shows "+r.String(), func() bool {
+			a, present, ok := s.Path(r.Match)
+			return ok && present && a == r.Action
+		})
+	}
+	var others []flowspec.Rule
+	for i := range 100 {
+		others = append(others, parseRule(t, fmt.Sprintf("route 198.51.100.%d/32 then blackhole", i)))
+	}
+	for _, err := range s.Announce(ctx, others) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "routes in the mirror", func() bool { return s.Len() == 101 })
+	for _, r := range others {
+		if a, present, _ := s.Path(r.Match); !present || a != r.Action {
+			t.Fatalf("%s: mirror shows %v (present %v)", r.Match, a, present)
+		}
+	}
+	s.routes.mu.Lock()
+	n := len(s.routes.explicit)
+	s.routes.mu.Unlock()
+	if n != 1 {
+		t.Errorf("routes remembered: %d, want 1 (the one with a next hop of its own)", n)
+	}
+	if err := withdrawOne(s, ctx, own.Match); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "withdrawn", func() bool { _, present, _ := s.Path(own.Match); return !present })
+	s.routes.mu.Lock()
+	n = len(s.routes.explicit)
+	s.routes.mu.Unlock()
+	if n != 0 {
+		t.Errorf("routes remembered after the withdrawal: %d, want 0", n)
+	}
 }
 
 // BIRD receives the RTBH route with both communities and the site next

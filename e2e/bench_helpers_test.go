@@ -439,8 +439,10 @@ func (r *rawProc) pid() int { return r.cmd.Process.Pid }
 // TestHelperRawGoBGP is not a test: it is the raw GoBGP process of the
 // benchmarks, run only when rawHelperEnv is set. Commands, one a line:
 //
-//	peer ADDR PORT     add a BGP neighbor (AS 65001, FlowSpec v4+v6)
+//	peer ADDR PORT [ipv4-unicast]
+//	                   add a BGP neighbor (AS 65001, FlowSpec v4+v6, or IPv4 unicast only)
 //	add FROM TO        AddPath rules [FROM, TO), rawBatch per call; replies the seconds
+//	rtbh FROM TO       AddPath blackhole routes [FROM, TO) (rtbhPaths), likewise
 //	churn TOTAL LIVE   add TOTAL distinct rules, deleting each LIVE later
 //	gc                 runtime GC + scavenge (not used for the RSS figures)
 func TestHelperRawGoBGP(t *testing.T) {
@@ -469,15 +471,21 @@ func TestHelperRawGoBGP(t *testing.T) {
 		switch f[0] {
 		case "peer":
 			p, _ := strconv.Atoi(f[2])
-			fam4 := &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST}
-			fam6 := &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP6, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST}
+			fams := []*gobgpapi.Family{
+				{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
+				{Afi: gobgpapi.Family_AFI_IP6, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST},
+			}
+			if len(f) > 3 && f[3] == "ipv4-unicast" {
+				fams = []*gobgpapi.Family{{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_UNICAST}}
+			}
+			var afis []*gobgpapi.AfiSafi
+			for _, fam := range fams {
+				afis = append(afis, &gobgpapi.AfiSafi{Config: &gobgpapi.AfiSafiConfig{Family: fam, Enabled: true}})
+			}
 			err := srv.AddPeer(context.Background(), &gobgpapi.AddPeerRequest{Peer: &gobgpapi.Peer{
 				Conf:      &gobgpapi.PeerConf{NeighborAddress: f[1], PeerAsn: 65001},
 				Transport: &gobgpapi.Transport{RemotePort: uint32(p), LocalAddress: addr},
-				AfiSafis: []*gobgpapi.AfiSafi{
-					{Config: &gobgpapi.AfiSafiConfig{Family: fam4, Enabled: true}},
-					{Config: &gobgpapi.AfiSafiConfig{Family: fam6, Enabled: true}},
-				},
+				AfiSafis:  afis,
 			}})
 			if err != nil {
 				fail(err)
@@ -489,6 +497,16 @@ func TestHelperRawGoBGP(t *testing.T) {
 			t0 := time.Now()
 			for lo := from; lo < to; lo += rawBatch {
 				if _, err := srv.AddPath(apiutil.AddPathRequest{Paths: rawPaths(lo, min(lo+rawBatch, to), false)}); err != nil {
+					fail(err)
+				}
+			}
+			fmt.Println("ok", time.Since(t0).Seconds())
+		case "rtbh":
+			from, _ := strconv.Atoi(f[1])
+			to, _ := strconv.Atoi(f[2])
+			t0 := time.Now()
+			for lo := from; lo < to; lo += rawBatch {
+				if _, err := srv.AddPath(apiutil.AddPathRequest{Paths: rtbhPaths(lo, min(lo+rawBatch, to))}); err != nil {
 					fail(err)
 				}
 			}

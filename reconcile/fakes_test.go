@@ -25,6 +25,8 @@ type fakeStore struct {
 	readErr  error
 	writeErr error
 	writes   int // successful Finish and SetStatus calls
+	// mostStatus is the most ids one SetStatus call named.
+	mostStatus int
 	// rev counts changes to desired state (not status); changed holds the
 	// revision of each rule's last change (DeltaReader).
 	rev     int64
@@ -142,6 +144,7 @@ func (s *fakeStore) SetStatus(ctx context.Context, ids []int64, announced bool, 
 			r.Announced, r.LastError = announced, lastErr
 		}
 	}
+	s.mostStatus = max(s.mostStatus, len(ids))
 	s.writes++
 	return nil
 }

@@ -246,7 +246,7 @@ func (pl *planner) wantOf(m flowspec.Match) (Want, bool) {
 	if !ok {
 		return Want{}, false
 	}
-	if len(s.more) == 0 {
+	if !s.shared() {
 		return wantOfRow(pl.src.byID[s.one], pl.v.now)
 	}
 	w, ok := pl.v.want[m]

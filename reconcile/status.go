@@ -14,6 +14,15 @@ type ruleStatus struct {
 	lastErr   string
 }
 
+// statusChunk is the most rules one status write names. A pass after a
+// bulk load reports 100,000 rules and more at once; as one write, that
+// held the store's single writer for seconds (API writes queued behind it
+// missed their deadline: [store] write_timeout) and built the history of
+// every rule in memory before its commit (150 MB at 100,000 rules). In
+// chunks, other writes take turns and each chunk's garbage is freed as
+// the next one is built.
+const statusChunk = 5000
+
 // statusBatch collects the statuses a pass wants to report. flush writes only
 // those that differ from what was last written, batched by status, and
 // remembers them: a pass that changes nothing writes nothing.
@@ -28,7 +37,8 @@ func (b *statusBatch) set(id int64, announced bool, lastErr string) {
 	b.want[id] = ruleStatus{announced: announced, lastErr: lastErr}
 }
 
-// flush writes the changed statuses through d. What the store holds is
+// flush writes the changed statuses through d, statusChunk rules a write
+// at most. What the store holds is
 // the status on c's rows (as read, then as written); it is updated only
 // for writes that succeeded, so failed ones are retried by a later pass.
 // now gives the time each write returned.
@@ -56,16 +66,19 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func(
 	})
 	var errs []error
 	for _, st := range keys {
-		ids := groups[st]
-		slices.Sort(ids)
-		if e := d.SetStatus(ctx, ids, st.announced, st.lastErr); e != nil {
-			errs = append(errs, fmt.Errorf("set status of %d rules: %w", len(ids), e))
-			continue
-		}
-		writes++
-		at := now()
-		for _, id := range ids {
-			c.wrote(id, st, at)
+		all := groups[st]
+		slices.Sort(all)
+		for lo := 0; lo < len(all); lo += statusChunk {
+			ids := all[lo:min(lo+statusChunk, len(all))]
+			if e := d.SetStatus(ctx, ids, st.announced, st.lastErr); e != nil {
+				errs = append(errs, fmt.Errorf("set status of %d rules: %w", len(all)-lo, e))
+				break
+			}
+			writes++
+			at := now()
+			for _, id := range ids {
+				c.wrote(id, st, at)
+			}
 		}
 	}
 	if len(errs) > 0 {

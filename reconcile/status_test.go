@@ -52,3 +52,37 @@ func TestStatusReporter(t *testing.T) {
 		t.Fatalf("retry after a failed write: %d writes, %v", writes, err)
 	}
 }
+
+// A status report of more rules than statusChunk is written in chunks of
+// at most statusChunk: one write of a bulk load's 100,000 statuses held
+// the store's writer for seconds. Every status is written all the same.
+func TestStatusWrittenInChunks(t *testing.T) {
+	st := newFakeStore()
+	n := 2*statusChunk + 7
+	var rows []store.Rule
+	for i := range n {
+		id := st.add(testRule(t, i, discard()), time.Time{})
+		rows = append(rows, st.get(id))
+	}
+	var src source
+	src.load(rows)
+	var b statusBatch
+	for _, r := range rows {
+		b.set(r.ID, true, "")
+	}
+	writes, err := b.flush(context.Background(), st, &src, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != 3 || st.mostStatus > statusChunk {
+		t.Errorf("%d writes, the largest of %d rules; want 3 of at most %d", writes, st.mostStatus, statusChunk)
+	}
+	for _, r := range rows {
+		if !st.get(r.ID).Announced {
+			t.Fatalf("rule %d: status not written", r.ID)
+		}
+	}
+	if writes, _ := b.flush(context.Background(), st, &src, time.Now); writes != 0 {
+		t.Errorf("the same report again wrote %d times", writes)
+	}
+}

@@ -266,6 +266,57 @@ var targets = []target{
 		},
 	},
 	{
+		what: "A million RTBH routes: /32 blackholes through POST /v1/rules/batch (5,000 a request) until a BIRD peer holds all, next to raw GoBGP v4 (AddPath, 2,000 a call) with its own BIRD",
+		goal: "≥ 50,000 routes/s",
+		eval: func(g getter) (string, bool, bool) {
+			v, ok := g("BenchmarkRTBH/ours", "routes/s")
+			if !ok {
+				return "", false, false
+			}
+			n, _ := g("BenchmarkRTBH/ours", "routes")
+			w, _ := g("BenchmarkRTBH/ours", "write-s")
+			s := fmt.Sprintf("%s routes/s at %s routes (API done after %s s)", num(v), num(n), num(w))
+			if st, ok := g("BenchmarkRTBH/ours", "status-s"); ok {
+				s += fmt.Sprintf(", every status announced after %s s", num(st))
+			}
+			if r, ok := g("BenchmarkRTBH/gobgp", "routes/s"); ok {
+				s += fmt.Sprintf("; raw GoBGP %s routes/s", num(r))
+			}
+			return s, v >= 50000, true
+		},
+	},
+	{
+		what: "A million RTBH routes: ribkeeper's peak RSS (VmHWM) with one BIRD peer",
+		goal: "< 1.5 GiB",
+		eval: func(g getter) (string, bool, bool) {
+			v, ok := g("BenchmarkRTBH/ours", "MB-peak")
+			if !ok {
+				return "", false, false
+			}
+			s := fmt.Sprintf("%s MB", num(v))
+			if r, ok := g("BenchmarkRTBH/gobgp", "MB-peak"); ok {
+				s += fmt.Sprintf("; raw GoBGP %s MB", num(r))
+			}
+			return s, v < 1536, true
+		},
+	},
+	{
+		what: "A million RTBH routes: settled RSS, ribkeeper ÷ raw GoBGP v4 holding the same paths with the same peer",
+		goal: "≤ 1.3×",
+		eval: func(g getter) (string, bool, bool) {
+			fig, met, ok := ratio("BenchmarkRTBH/ours", "BenchmarkRTBH/gobgp", "MB-rss",
+				func(r float64) bool { return r <= 1.3 }, "%.2f× (%s %s vs %s %s %s)")(g)
+			if !ok {
+				return fig, met, ok
+			}
+			if o, ok := g("BenchmarkRTBH/ours", "B-rss/path"); ok {
+				r, _ := g("BenchmarkRTBH/gobgp", "B-rss/path")
+				fig += fmt.Sprintf("; per route %s vs %s B", num(o), num(r))
+			}
+			return fig, met, true
+		},
+	},
+	{
 		what: "FastNetMon (gobgp = on): first attack datagram → route at BIRD, ribkeeper vs gobgpd 3.10, FastNetMon's own detection apart (issue 20)",
 		goal: "ribkeeper's part after the detection ≤ gobgpd's at p50",
 		eval: func(g getter) (string, bool, bool) {
