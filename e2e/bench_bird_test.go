@@ -131,8 +131,9 @@ func BenchmarkTimeToMitigate(b *testing.B) {
 // session-s is when BIRD first showed the session established; BIRD
 // retries its connection every second in both cases. cpu-s is the CPU
 // time the speaker's process used in that window (ribkeeper: since exec),
-// bird-cpu-s BIRD's: on a shared machine they say where the time went
-// when the wall-clock figures are noisy.
+// bird-cpu-s BIRD's (which includes answering this benchmark's route
+// count every 50 ms, so it grows with the wait): on a shared machine they
+// say where the time went when the wall-clock figures are noisy.
 func BenchmarkRestart(b *testing.B) {
 	n := benchRules(b)
 	report := func(b *testing.B, session, el, cpu, birdCPU time.Duration) {
