@@ -307,6 +307,11 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		WriteTimeout: cfg.Store.WriteTimeout,
 	})
 	if !held {
+		// The first load builds the whole table at once: the collector
+		// runs lightly until it is done (memory.go).
+		gcCtx, gcDone := context.WithCancel(ctx)
+		defer gcDone()
+		go lightGCUntilLoaded(gcCtx, log.Named("memory"), rec.Loaded(), firstLoadHeap, 100*time.Millisecond)
 		// Guardrails changed while the daemon was down apply before the
 		// first pass announces anything; the pass starts from the same
 		// reading.

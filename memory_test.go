@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"os"
+	"runtime"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // TestWatchBursts: memory is released once per burst, only after the burst
@@ -110,5 +115,76 @@ func TestWatchBurstsFreeHeap(t *testing.T) {
 	kept.Store(false)
 	if most := int(time.Since(start)/(300*time.Millisecond)) + 1; n > most {
 		t.Fatalf("%d releases in %v: more than one per period", n, time.Since(start))
+	}
+}
+
+// TestLightGCUntilLoaded: the collector runs at firstLoadGCPercent within
+// the budget until the load is done, and as before afterwards; and the
+// default returns as soon as the live heap passes half the budget.
+func TestLightGCUntilLoaded(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: lightGCUntilLoaded leaves them alone")
+	}
+	before, beforeLimit := gcPercent(), memoryLimit()
+	log := hclog.NewNullLogger()
+
+	loaded := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond)
+	}()
+	waitUntil(t, func() bool { return gcPercent() == firstLoadGCPercent })
+	if got := memoryLimit(); got != 1<<40 {
+		t.Errorf("memory limit during the load %d, want the budget %d", got, int64(1<<40))
+	}
+	close(loaded)
+	<-done
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent after the load %d, want %d as before", got, before)
+	}
+	if got := memoryLimit(); got != beforeLimit {
+		t.Errorf("memory limit after the load %d, want %d as before", got, beforeLimit)
+	}
+
+	// A budget the live heap already passes: back to the default without
+	// the load being done (the live heap is known after a first cycle).
+	runtime.GC()
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("light GC still on 30 s after the live heap passed half its budget")
+	}
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent after the budget was passed %d, want %d as before", got, before)
+	}
+}
+
+// gcPercent reads the GC percent in effect.
+func gcPercent() int64 { return int64(readMetric("/gc/gogc:percent")) }
+
+// memoryLimit reads the memory limit in effect.
+func memoryLimit() int64 { return int64(readMetric("/gc/gomemlimit:bytes")) }
+
+func readMetric(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// waitUntil polls cond until it holds (fails after 30 s).
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 30 s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -185,12 +185,15 @@ func (s *Speaker) announcePath(r flowspec.Rule) (p *apiutil.Path, before, after 
 	if err := Sendable(r.Match); err != nil {
 		return nil, nil, nil, err
 	}
-	if _, err := nativeNLRI(r.Match); err != nil {
+	// Parsed once: before place, so that a rule GoBGP cannot take
+	// changes no rule cap's choice, and used for the path itself.
+	nlri, err := nativeNLRI(r.Match)
+	if err != nil {
 		return nil, nil, nil, err
 	}
 	mask, displaced, promoted := s.hold.place(r)
 	before, after = s.movedPaths(displaced), s.movedPaths(promoted)
-	p, err = s.flowspecPath(r, mask)
+	p, err = s.flowspecPathOf(r, nlri, mask)
 	if err != nil {
 		return nil, before, after, err
 	}
@@ -205,6 +208,11 @@ func (s *Speaker) flowspecPath(r flowspec.Rule, mask uint8) (*apiutil.Path, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.flowspecPathOf(r, nlri, mask)
+}
+
+// flowspecPathOf is flowspecPath with r's NLRI already parsed.
+func (s *Speaker) flowspecPathOf(r flowspec.Rule, nlri gobgp.NLRI, mask uint8) (*apiutil.Path, error) {
 	attrs, err := s.attrs.flowspec(r.Match.Family(), r.Action, mask, s.tagAttr)
 	if err != nil {
 		return nil, &RefusedError{Match: r.Match, Reason: "action cannot be encoded: " + err.Error()}

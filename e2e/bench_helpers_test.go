@@ -126,6 +126,36 @@ func readRSS(pid int) (cur, peak int64, err error) {
 	return cur, peak, nil
 }
 
+// cpuTime returns the CPU time (user and system) pid has used so far.
+func cpuTime(b testing.TB, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatalf("read CPU time: %v", err)
+	}
+	// The command (field 2) may hold spaces; the fields after its closing
+	// parenthesis start with field 3, so utime and stime (14, 15) are
+	// the 12th and 13th.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if i < 0 || len(f) < 13 {
+		b.Fatalf("read CPU time: unexpected /proc/%d/stat: %q", pid, data)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			b.Fatalf("read CPU time: %v", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on every
+// Linux architecture Go supports).
+const clockTicks = 100
+
 // rssSample is one reading of a process's RSS.
 type rssSample struct {
 	at  time.Time

@@ -56,6 +56,9 @@ type Router struct {
 	cmd  *exec.Cmd
 }
 
+// Pid is the BIRD process's id.
+func (r *Router) Pid() int { return r.cmd.Process.Pid }
+
 // Binary returns the path of bird, or fails/skips the test when missing.
 func Binary(t testing.TB) string {
 	t.Helper()
