@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,11 @@ type writeReq struct {
 	op    string          // what the write does, for the log of a late outcome
 	n     int             // work in rules, for grouping and the deadline
 	fn    func(ctx context.Context, w *wtx) (changed bool, err error)
-	state atomic.Int32 // see the req* states
+	// background marks a write that waits while others are queued (the
+	// reconciler's status reports): a mitigation never queues behind
+	// the statuses of a million-rule load.
+	background bool
+	state      atomic.Int32 // see the req* states
 	done  chan error   // capacity 1; receives the result once
 }
 
@@ -93,6 +98,21 @@ func (c *committer) submit(reqs ...*writeReq) bool {
 func (c *committer) take() []*writeReq {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Every other write before the background ones, each kind in the
+	// order it came.
+	if i := slices.IndexFunc(c.pending, func(r *writeReq) bool { return r.background }); i >= 0 &&
+		slices.ContainsFunc(c.pending[i:], func(r *writeReq) bool { return !r.background }) {
+		fg := make([]*writeReq, 0, len(c.pending))
+		var bg []*writeReq
+		for _, r := range c.pending {
+			if r.background {
+				bg = append(bg, r)
+			} else {
+				fg = append(fg, r)
+			}
+		}
+		c.pending = append(fg, bg...)
+	}
 	n, work := 0, 0
 	for n < len(c.pending) && (n == 0 || work+c.pending[n].n <= maxGroup) {
 		work += c.pending[n].n
@@ -390,10 +410,10 @@ func (c *committer) late(g []*writeReq, ran []bool, err error) {
 // Either way the caller is answered by its deadline, however long the
 // disk hangs, and the writes queued behind a hung one are answered by
 // theirs without being run.
-func (c *committer) enqueue(ctx context.Context, op string, n int, fn func(ctx context.Context, w *wtx) (bool, error)) error {
+func (c *committer) enqueue(ctx context.Context, op string, n int, background bool, fn func(ctx context.Context, w *wtx) (bool, error)) error {
 	cctx, cancel := c.s.writeBound(ctx, n)
 	defer cancel()
-	r := &writeReq{ctx: cctx, op: op, n: max(n, 1), fn: fn, done: make(chan error, 1)}
+	r := &writeReq{ctx: cctx, op: op, n: max(n, 1), fn: fn, background: background, done: make(chan error, 1)}
 	if !c.submit(r) {
 		return errClosed
 	}

@@ -206,3 +206,28 @@ func TestSQLiteChangesFromAnotherProcess(t *testing.T) {
 	}
 	waitChange(t, b, "Finish by another process")
 }
+
+// Status reports (background writes) wait while any other write is
+// queued: a mitigation is not committed behind the statuses of a large
+// load. Each kind keeps its order.
+func TestGroupCommitBackgroundLast(t *testing.T) {
+	req := func(name string, background bool) *writeReq {
+		return &writeReq{op: name, n: maxGroup/2 + 1, background: background}
+	}
+	c := &committer{pending: []*writeReq{req("status 1", true), req("add 1", false), req("status 2", true), req("add 2", false)}}
+	var order []string
+	for g := c.take(); len(g) > 0; g = c.take() {
+		for _, r := range g {
+			order = append(order, r.op)
+		}
+		if len(order) == 1 {
+			// A write that comes meanwhile still goes before the
+			// statuses queued earlier.
+			c.pending = append(c.pending, req("add 3", false))
+		}
+	}
+	want := []string{"add 1", "add 2", "add 3", "status 1", "status 2"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("committed in the order %q, want %q", order, want)
+	}
+}

@@ -14,7 +14,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.write(ctx, "set rule status", len(ids), func(ctx context.Context, t *wtx) (bool, error) {
+	return s.writeAs(ctx, "set rule status", len(ids), true, func(ctx context.Context, t *wtx) (bool, error) {
 		now := s.now()
 		// The statuses are read a chunk of rules at a time, and only the
 		// changes written: a reconciler reports a million rules after a

@@ -27,11 +27,17 @@ const updateRuleSQL = `UPDATE rules SET communities = ?, text = ?, reason = ?, a
 // doc): fn may run in a transaction with other callers' writes, inside its
 // own savepoint, and must not commit or roll back.
 func (s *Store) write(ctx context.Context, op string, n int, fn func(ctx context.Context, w *wtx) (changed bool, err error)) error {
+	return s.writeAs(ctx, op, n, false, fn)
+}
+
+// writeAs is write; a background write (SetStatus) waits on SQLite while
+// other writes are queued.
+func (s *Store) writeAs(ctx context.Context, op string, n int, background bool, fn func(ctx context.Context, w *wtx) (changed bool, err error)) error {
 	if err := s.refused(); err != nil {
 		return err // lost, corrupt or held (identity.go, integrity.go, record.go)
 	}
 	if s.group != nil {
-		return s.wrap(ctx, op, s.group.enqueue(ctx, op, n, fn))
+		return s.wrap(ctx, op, s.group.enqueue(ctx, op, n, background, fn))
 	}
 	cctx, cancel := s.call(ctx, n)
 	defer cancel()
