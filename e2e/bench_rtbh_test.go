@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -79,15 +80,29 @@ func BenchmarkRTBH(b *testing.B) {
 			ctl := dialBird(b, bird)
 			b.StartTimer()
 			t0 := time.Now()
+			retries := 0
 			for i := 0; i < n; i += rtbhBatch {
 				reqs := rtbhRequests(i, min(i+rtbhBatch, n))
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				_, err := d.client.AddRules(ctx, reqs)
-				cancel()
-				if err != nil {
-					b.Fatalf("add routes %d..%d: %v", i, i+len(reqs), err)
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					_, err := d.client.AddRules(ctx, reqs)
+					cancel()
+					// A 503 says the write may or may not be stored and
+					// to retry, as a feed does: storing the same routes
+					// again changes nothing. Counted, and bounded.
+					var ae *api.Error
+					if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && retries < 20 {
+						retries++
+						b.Logf("add routes %d..%d: %v; retrying", i, i+len(reqs), err)
+						continue
+					}
+					if err != nil {
+						b.Fatalf("add routes %d..%d: %v", i, i+len(reqs), err)
+					}
+					break
 				}
 			}
+			b.ReportMetric(float64(retries), "retries-503")
 			write := time.Since(t0)
 			d.heapProfile("heap-api")
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
