@@ -23,16 +23,16 @@ var errClosed = errors.New("store closed")
 
 // writeReq is one queued write: a caller's Upsert, Withdraw, UpsertMany...
 type writeReq struct {
-	ctx   context.Context // the caller's, with its deadline; checked before fn starts and before the commit, never passed to SQL
-	op    string          // what the write does, for the log of a late outcome
-	n     int             // work in rules, for grouping and the deadline
-	fn    func(ctx context.Context, w *wtx) (changed bool, err error)
+	ctx context.Context // the caller's, with its deadline; checked before fn starts and before the commit, never passed to SQL
+	op  string          // what the write does, for the log of a late outcome
+	n   int             // work in rules, for grouping and the deadline
+	fn  func(ctx context.Context, w *wtx) (changed bool, err error)
 	// background marks a write that waits while others are queued (the
 	// reconciler's status reports): a mitigation never queues behind
 	// the statuses of a million-rule load.
 	background bool
 	state      atomic.Int32 // see the req* states
-	done  chan error   // capacity 1; receives the result once
+	done       chan error   // capacity 1; receives the result once
 }
 
 // A request's state moves from reqQueued to reqTaken (the committer runs
