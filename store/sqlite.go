@@ -42,9 +42,47 @@ type liteConnector struct {
 	drv           *sqlite3.SQLiteDriver
 	dsn, noCreate string
 	e             *sqliteEngine
+	// opening holds the one open in progress. Opening a connection
+	// takes no context and blocks in SQLite while the disk hangs (a
+	// frozen file system): Connect waits for it only until its caller's
+	// deadline, and a hung disk holds one thread, not one per request.
+	opening chan struct{}
 }
 
-func (c *liteConnector) Connect(context.Context) (driver.Conn, error) {
+// Connect opens a connection, or gives up when ctx ends: a read that
+// needs a new connection while the disk hangs is answered by its
+// deadline, like every other store call (found by TestHungDisk: a write's
+// check waited for the thaw).
+func (c *liteConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	select {
+	case c.opening <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	type opened struct {
+		conn driver.Conn
+		err  error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		conn, err := c.open()
+		<-c.opening
+		done <- opened{conn, err}
+	}()
+	select {
+	case o := <-done:
+		return o.conn, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.conn != nil {
+				o.conn.Close() // nobody waits for it any more
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+func (c *liteConnector) open() (driver.Conn, error) {
 	if r := c.e.lost.Load(); r != nil {
 		return nil, r
 	}
@@ -78,7 +116,7 @@ func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 	// acknowledged rule survives a power loss, not only a process crash.
 	dsn := "file:" + path + "?_busy_timeout=5000&_foreign_keys=on&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate"
 	e := &sqliteEngine{path: path}
-	e.connector = &liteConnector{drv: &sqlite3.SQLiteDriver{}, dsn: dsn, noCreate: dsn + "&mode=rw", e: e}
+	e.connector = &liteConnector{drv: &sqlite3.SQLiteDriver{}, dsn: dsn, noCreate: dsn + "&mode=rw", e: e, opening: make(chan struct{}, 1)}
 	db := sql.OpenDB(e.connector)
 	e.db = db
 	db.SetMaxIdleConns(8)
