@@ -166,8 +166,13 @@ func TestHoldBackFRR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(s.LastError, "UPDATE Message Error") || !strings.Contains(s.LastReset, "received") {
-		t.Errorf("FRR's session ended with last reset %q, last error %q; want a NOTIFICATION received (ribkeeper's Cease)", s.LastReset, s.LastError)
+	// The Cease is sent, then the connection closed; a busy FRR that
+	// reads the close first reports "Peer closed the session" (CI, once
+	// in 13 runs). What must never happen is FRR ending it for an
+	// UPDATE it could not parse.
+	if strings.Contains(s.LastError, "UPDATE Message Error") ||
+		!strings.Contains(s.LastReset, "received") && !strings.Contains(s.LastReset, "Peer closed the session") {
+		t.Errorf("FRR's session ended with last reset %q, last error %q; want ribkeeper's Cease (a NOTIFICATION received, or the close that follows it)", s.LastReset, s.LastError)
 	}
 	t.Logf("FRR after shutdown --withdraw: last reset %q, last error %q", s.LastReset, s.LastError)
 }
