@@ -26,7 +26,7 @@ export RIBKEEPER_BENCH_RTBH=${RIBKEEPER_BENCH_RTBH:-1000000}
 export RIBKEEPER_BENCH_WRITES=${RIBKEEPER_BENCH_WRITES:-100000}
 
 sizes="RIBKEEPER_BENCH_RULES=$RIBKEEPER_BENCH_RULES RIBKEEPER_BENCH_CHURN=$RIBKEEPER_BENCH_CHURN RIBKEEPER_BENCH_REPAIRS=$RIBKEEPER_BENCH_REPAIRS RIBKEEPER_BENCH_EXPIRING=$RIBKEEPER_BENCH_EXPIRING RIBKEEPER_BENCH_SET=$RIBKEEPER_BENCH_SET RIBKEEPER_BENCH_RTBH=$RIBKEEPER_BENCH_RTBH RIBKEEPER_BENCH_WRITES=$RIBKEEPER_BENCH_WRITES"
-cmd1="$GO test -run '^\$' -bench '$SCENARIOS' -benchtime 1x -timeout 60m ./e2e/"
+cmd1="$GO test -run '^\$' -bench '$SCENARIOS' -benchtime 1x -timeout 150m ./e2e/"
 cmd2="$GO test -run '^\$' -bench . -skip '$SCENARIOS' -benchmem -benchtime $BENCHTIME -timeout 60m ./..."
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date +%s)
@@ -35,7 +35,7 @@ echo "$sizes"
 echo "$cmd1"
 # A failing benchmark must not lose the others' figures: report, then fail.
 status=0
-$GO test -run '^$' -bench "$SCENARIOS" -benchtime 1x -timeout 60m ./e2e/ 2>&1 | tee bench.out || status=1
+$GO test -run '^$' -bench "$SCENARIOS" -benchtime 1x -timeout 150m ./e2e/ 2>&1 | tee bench.out || status=1
 echo "$cmd2"
 $GO test -run '^$' -bench . -skip "$SCENARIOS" -benchmem -benchtime "$BENCHTIME" -timeout 60m ./... 2>&1 | tee -a bench.out || status=1
 
