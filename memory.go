@@ -102,34 +102,40 @@ const (
 	firstLoadHeap      = 512 << 20
 )
 
-// lightGCUntilLoaded runs the collector lightly (see above) until loaded is
-// closed, ctx ends or the live heap passes budget/2, then restores the
-// settings it found; it returns then.
-func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick time.Duration) {
+// lightGCUntilLoaded runs the collector lightly (see above) from now until
+// loaded is closed, ctx ends or the live heap passes budget/2, then
+// restores the settings it found and closes the channel it returns.
+func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick time.Duration) <-chan struct{} {
+	done := make(chan struct{})
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
+		close(done)
+		return done
 	}
 	pct := debug.SetGCPercent(firstLoadGCPercent)
 	limit := debug.SetMemoryLimit(budget)
-	defer func() {
-		debug.SetGCPercent(pct)
-		debug.SetMemoryLimit(limit)
-	}()
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-loaded:
-			return
-		case <-t.C:
-			metrics.Read(live)
-			if live[0].Value.Kind() == metrics.KindUint64 && int64(live[0].Value.Uint64()) > budget/2 {
-				log.Debug("first load: live heap past half the light-GC budget; default GC again", "budget", budget)
+	go func() {
+		defer close(done)
+		defer func() {
+			debug.SetGCPercent(pct)
+			debug.SetMemoryLimit(limit)
+		}()
+		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
 				return
+			case <-loaded:
+				return
+			case <-t.C:
+				metrics.Read(live)
+				if live[0].Value.Kind() == metrics.KindUint64 && int64(live[0].Value.Uint64()) > budget/2 {
+					log.Debug("first load: live heap past half the light-GC budget; default GC again", "budget", budget)
+					return
+				}
 			}
 		}
-	}
+	}()
+	return done
 }

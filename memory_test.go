@@ -62,9 +62,12 @@ func TestWatchBurstsFreeHeap(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var count, free atomic.Uint64
+	var kept atomic.Bool // the free pages stay after a release
 	released := make(chan uint64, 10)
 	go watchBursts(ctx, count.Load, free.Load, 5*time.Millisecond, 60*time.Millisecond, 300*time.Millisecond, func(n uint64) {
-		free.Store(0) // what a release does
+		if !kept.Load() {
+			free.Store(0) // what a release does
+		}
 		released <- n
 	})
 	// Below the threshold: nothing.
@@ -93,15 +96,8 @@ func TestWatchBurstsFreeHeap(t *testing.T) {
 	}
 	// Free pages that stay: released again, but at most once per period
 	// (every tick otherwise: about 200 a second here).
-	var kept atomic.Bool
 	kept.Store(true)
 	free.Store(releaseIdle)
-	go func() {
-		for kept.Load() {
-			free.Store(releaseIdle)
-			time.Sleep(time.Millisecond)
-		}
-	}()
 	start := time.Now()
 	n := 0
 	for n < 3 {
@@ -129,12 +125,10 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	log := hclog.NewNullLogger()
 
 	loaded := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond)
-	}()
-	waitUntil(t, func() bool { return gcPercent() == firstLoadGCPercent })
+	done := lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond)
+	if got := gcPercent(); got != firstLoadGCPercent {
+		t.Errorf("GC percent during the load %d, want %d", got, firstLoadGCPercent)
+	}
 	if got := memoryLimit(); got != 1<<40 {
 		t.Errorf("memory limit during the load %d, want the budget %d", got, int64(1<<40))
 	}
@@ -150,11 +144,7 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	// A budget the live heap already passes: back to the default without
 	// the load being done (the live heap is known after a first cycle).
 	runtime.GC()
-	done = make(chan struct{})
-	go func() {
-		defer close(done)
-		lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond)
-	}()
+	done = lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -175,16 +165,4 @@ func readMetric(name string) uint64 {
 	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
-}
-
-// waitUntil polls cond until it holds (fails after 30 s).
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 30 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -111,15 +111,11 @@ func BenchmarkRTBH(b *testing.B) {
 			// The reconciler records each route's status after BIRD
 			// may have it; the daemon is done (and its memory
 			// settles) once every route reads as announced.
-			waitFor(b, 30*time.Minute, "every route's status announced", func() bool {
+			waitEvery(b, time.Second, 30*time.Minute, "every route's status announced", func() bool {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				st, err := d.client.Status(ctx)
-				if err == nil && st.Rules != nil && st.Rules.Announced >= n {
-					return true
-				}
-				time.Sleep(time.Second)
-				return false
+				return err == nil && st.Rules != nil && st.Rules.Announced >= n
 			})
 			status := time.Since(t0)
 			cur, early, peak := settledRSS(b, d.pid(), nil)
@@ -205,21 +201,13 @@ func dialBird(b testing.TB, bird *birdtest.Router) *birdtest.Ctl {
 // 50 ms would take a core from the two being measured.
 func waitTable(b testing.TB, ctl *birdtest.Ctl, table string, want int, timeout time.Duration) time.Time {
 	b.Helper()
-	deadline := time.Now().Add(timeout)
-	last := -1
-	for {
+	var at time.Time
+	waitEvery(b, 100*time.Millisecond, timeout, fmt.Sprintf("BIRD %s to hold %d routes", table, want), func() bool {
 		c, err := ctl.Count(table)
-		if err == nil && c == want {
-			return time.Now()
-		}
-		if err == nil {
-			last = c
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("BIRD %s holds %d routes after %v, want %d (err %v)", table, last, timeout, want, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		at = time.Now()
+		return err == nil && c == want
+	})
+	return at
 }
 
 // heapProfile saves the daemon's heap profile as DIR/NAME.pb.gz when

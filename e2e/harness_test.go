@@ -236,11 +236,21 @@ func (d *daemon) show(id string) map[string]any {
 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitEvery(t, 20*time.Millisecond, timeout, what, cond)
+}
+
+// waitEvery is waitFor asking cond once per every: a cond that costs
+// the daemon or BIRD real work (a count of a million routes) is asked
+// less often.
+func waitEvery(t testing.TB, every, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for: %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
 }

@@ -432,8 +432,6 @@ const pgInsertRulesSQL = `INSERT INTO rules
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING
 	RETURNING id, family, nlri`
 
-func hasKey(m map[string]int, k string) bool { _, ok := m[k]; return ok }
-
 // insertRulesChunk bounds the rules of one insertRules statement.
 const insertRulesChunk = 5000
 
@@ -457,7 +455,8 @@ func (t *pgTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, 
 			}
 			fam, _ := a[0].(int64)
 			key, _ := a[1].([]byte)
-			if k := matchKey(fam, key); !hasKey(first, k) {
+			k := matchKey(fam, key)
+			if _, dup := first[k]; !dup {
 				first[k] = len(at)
 				at = append(at, lo+i)
 			}
