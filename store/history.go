@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -95,12 +96,29 @@ func (s *Store) history(ctx context.Context, id int64) ([]Event, error) {
 // them, many rows per statement, just before commit.
 type wtx struct {
 	tx
-	events []Event
+	events []pendingEvent
+}
+
+// pendingEvent is a history entry waiting for its transaction's flush,
+// its changed fields already encoded (encodeFields: a JSON object, or nil
+// for NULL).
+type pendingEvent struct {
+	ruleID       int64
+	at           time.Time
+	kind         EventKind
+	actor, site  string
+	oldJS, newJS any
 }
 
 // event records one history entry, written with the transaction.
 func (w *wtx) event(id int64, at time.Time, kind EventKind, actor, site string, old, new map[string]string) {
-	w.events = append(w.events, Event{RuleID: id, At: at, Kind: kind, Actor: actor, Site: site, Old: old, New: new})
+	w.eventJSON(id, at, kind, actor, site, encodeFields(old), encodeFields(new))
+}
+
+// eventJSON is event with the fields already encoded (encodeFields), for
+// a writer that records the same change for many rules (SetStatus).
+func (w *wtx) eventJSON(id int64, at time.Time, kind EventKind, actor, site string, oldJS, newJS any) {
+	w.events = append(w.events, pendingEvent{ruleID: id, at: at, kind: kind, actor: actor, site: site, oldJS: oldJS, newJS: newJS})
 }
 
 const eventChunk = 128 // rows per INSERT: 7 parameters each
@@ -113,8 +131,6 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 	if err := s.eng.lockHistory(ctx, w.tx); err != nil {
 		return fmt.Errorf("record history: %w", err)
 	}
-	var full string
-	args := make([]any, 0, 7*min(len(w.events), eventChunk))
 	evs := w.events
 	if pt, ok := w.tx.(*pgTx); ok {
 		if err := pt.insertEvents(ctx, evs); err != nil {
@@ -122,20 +138,16 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		}
 		evs = nil
 	}
+	args := make([]any, 0, 7*min(len(evs), eventChunk))
 	for len(evs) > 0 {
-		n := min(len(evs), eventChunk)
-		q := full
-		if n < eventChunk || full == "" {
-			q = insertEventsSQL(n)
-			if n == eventChunk {
-				full = q
-			}
-		}
+		// Whole chunks, then the rest in chunks of a power of two: a
+		// handful of statement texts, each prepared once per transaction.
+		n := chunkSize(len(evs), eventChunk)
 		args = args[:0]
 		for _, e := range evs[:n] {
-			args = append(args, e.RuleID, s.eng.timeArg(e.At), string(e.Kind), e.Actor, e.Site, encodeFields(e.Old), encodeFields(e.New))
+			args = append(args, e.ruleID, s.eng.timeArg(e.at), string(e.kind), e.actor, e.site, e.oldJS, e.newJS)
 		}
-		if _, err := w.exec(ctx, q, args...); err != nil {
+		if _, err := w.exec(ctx, insertEventsSQL(n), args...); err != nil {
 			return fmt.Errorf("record history: %w", err)
 		}
 		evs = evs[n:]
@@ -149,17 +161,55 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 	return nil
 }
 
+// chunkSize is the rows of the next multi-row statement for n rows left,
+// at most max (a power of two): max while n allows, then the largest power
+// of two not above n.
+func chunkSize(n, max int) int {
+	if n >= max {
+		return max
+	}
+	c := 1
+	for c*2 <= n {
+		c *= 2
+	}
+	return c
+}
+
 func insertEventsSQL(n int) string {
+	return multiRowSQL("INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values) VALUES ", "(?, ?, ?, ?, ?, ?, ?)", n, "")
+}
+
+// multiRowSQL is head, then row n times separated by commas, then tail.
+// The texts are kept: a statement is looked up by its text (prepared
+// once per SQLite transaction, cached by pgx).
+func multiRowSQL(head, row string, n int, tail string) string {
+	key := multiRowKey{head, row, n, tail}
+	if q, ok := multiRowTexts.Load(key); ok {
+		return q.(string)
+	}
 	var b strings.Builder
-	b.WriteString("INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values) VALUES ")
+	b.Grow(len(head) + n*(len(row)+1) + len(tail))
+	b.WriteString(head)
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?, ?)")
+		b.WriteString(row)
 	}
-	return b.String()
+	b.WriteString(tail)
+	q, _ := multiRowTexts.LoadOrStore(key, b.String())
+	return q.(string)
 }
+
+type multiRowKey struct {
+	head, row string
+	n         int
+	tail      string
+}
+
+// multiRowTexts caches multiRowSQL's texts; callers ask for a few sizes
+// only (chunkSize), so it stays small.
+var multiRowTexts sync.Map
 
 // ruleFields is what history records of a rule's desired state.
 func ruleFields(r Rule) map[string]string {
@@ -181,6 +231,41 @@ func ruleFields(r Rule) map[string]string {
 		m["set"] = r.Set
 	}
 	return m
+}
+
+// createdFields is encodeFields(ruleFields(r)) without the map: a bulk
+// load records one for every rule it creates.
+func createdFields(r Rule) any {
+	if !utf8.ValidString(r.Text) || !utf8.ValidString(r.Reason) || !utf8.ValidString(r.Origin) || !utf8.ValidString(r.Set) {
+		return encodeFields(ruleFields(r))
+	}
+	sites := encodeSites(r.Sites)
+	b := make([]byte, 0, 96+len(r.Text)+len(r.Reason)+len(r.Origin)+len(r.Set)+len(sites))
+	b = append(b, `{"expires_at":"`...)
+	if r.ExpiresAt.IsZero() {
+		b = append(b, "never"...)
+	} else {
+		b = r.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	}
+	b = append(b, '"')
+	// In encodeFields' order: the keys sorted.
+	if r.Origin != "" {
+		b = append(b, `,"origin":`...)
+		b = appendJSONString(b, r.Origin)
+	}
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, r.Reason)
+	if r.Set != "" {
+		b = append(b, `,"set":`...)
+		b = appendJSONString(b, r.Set)
+	}
+	b = append(b, `,"sites":`...)
+	b = appendJSONString(b, sites)
+	b = append(b, `,"text":`...)
+	b = appendJSONString(b, r.Text)
+	b = append(b, `,"withdraw_requested":"`...)
+	b = strconv.AppendBool(b, r.WithdrawRequested)
+	return string(append(b, '"', '}'))
 }
 
 // diffFields returns the entries of a and b whose values differ.

@@ -526,7 +526,7 @@ func (t *pgTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, 
 // arrays per insertRulesChunk entries, in order (their ids ascend as
 // they were recorded): a VALUES list of 128 rows was planned anew for
 // each run.
-func (t *pgTx) insertEvents(ctx context.Context, evs []Event) error {
+func (t *pgTx) insertEvents(ctx context.Context, evs []pendingEvent) error {
 	for len(evs) > 0 {
 		part := evs[:min(len(evs), insertRulesChunk)]
 		evs = evs[len(part):]
@@ -538,11 +538,11 @@ func (t *pgTx) insertEvents(ctx context.Context, evs []Event) error {
 			oldVals, newVals  = make([]*string, n), make([]*string, n)
 		)
 		for i, e := range part {
-			ids[i], at[i], kind[i], actor[i], site[i] = e.RuleID, e.At, string(e.Kind), e.Actor, e.Site
-			if v, ok := encodeFields(e.Old).(string); ok {
+			ids[i], at[i], kind[i], actor[i], site[i] = e.ruleID, e.at, string(e.kind), e.actor, e.site
+			if v, ok := e.oldJS.(string); ok {
 				oldVals[i] = &v
 			}
-			if v, ok := encodeFields(e.New).(string); ok {
+			if v, ok := e.newJS.(string); ok {
 				newVals[i] = &v
 			}
 		}

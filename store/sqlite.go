@@ -328,6 +328,9 @@ func (t *sqliteTx) insertID(ctx context.Context, q string, args ...any) (int64, 
 }
 
 func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, []bool, error) {
+	if q == insertRuleSQL {
+		return t.insertRules(ctx, args)
+	}
 	ids, ok := make([]int64, len(args)), make([]bool, len(args))
 	// One row's insert is short: the driver would start a goroutine per
 	// statement to watch a cancellable context, which cost as much as
@@ -346,6 +349,103 @@ func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int
 	}
 	return ids, ok, nil
 }
+
+// insertRules runs insertRuleSQL for each argument list as statements of
+// many rows (chunkSize, insertRulesRows at most), each returning the id
+// and Match of the rows it inserted: one statement per rule cost as much
+// in the driver as the insert did in SQLite. A row whose Match is active
+// inserts nothing, as in insertRuleSQL.
+func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, error) {
+	ids, ok := make([]int64, len(args)), make([]bool, len(args))
+	rowCtx := context.WithoutCancel(ctx) // as in insertIDs
+	flat := make([]any, 0, insertRuleCols*min(len(args), insertRulesRows))
+	for lo := 0; lo < len(args); {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		n := chunkSize(len(args)-lo, insertRulesRows)
+		part := args[lo : lo+n]
+		flat = flat[:0]
+		for _, a := range part {
+			if len(a) != insertRuleCols {
+				return nil, nil, fmt.Errorf("insert rules: %d arguments for %d columns: this is a bug", len(a), insertRuleCols)
+			}
+			flat = append(flat, a...)
+		}
+		if err := t.insertRulesChunk(rowCtx, part, flat, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
+			return nil, nil, err
+		}
+		lo += n
+	}
+	return ids, ok, nil
+}
+
+// insertRulesChunk inserts the rows part (flattened in flat) and sets the
+// id and ok of each row inserted. SQLite does not promise RETURNING's
+// order: each returned Match is found among part, in order first.
+func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, ids []int64, ok []bool) error {
+	rs, err := t.query(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	next := 0
+	var byKey map[string]int
+	for rs.Next() {
+		var (
+			id, family int64
+			nlri       []byte
+		)
+		if err := rs.Scan(&id, &family, &nlri); err != nil {
+			return err
+		}
+		i := -1
+		for ; next < len(part); next++ {
+			if !ok[next] && sameMatch(part[next], family, nlri) {
+				i = next
+				next++
+				break
+			}
+			if byKey != nil {
+				break
+			}
+		}
+		if i < 0 {
+			if byKey == nil {
+				byKey = make(map[string]int, len(part))
+				for j, a := range part {
+					byKey[matchKey(a[0].(int64), a[1].([]byte))] = j
+				}
+			}
+			j, found := byKey[matchKey(family, nlri)]
+			if !found || ok[j] {
+				return fmt.Errorf("insert rules: SQLite returned a Match this insert did not send (family %d): this is a bug", family)
+			}
+			i = j
+		}
+		ids[i], ok[i] = id, true
+	}
+	return rs.Err()
+}
+
+// sameMatch reports whether the insert arguments a are of the Match
+// (family, nlri).
+func sameMatch(a []any, family int64, nlri []byte) bool {
+	f, _ := a[0].(int64)
+	b, _ := a[1].([]byte)
+	return f == family && string(b) == string(nlri)
+}
+
+// The multi-row form of insertRuleSQL (insertRules).
+const (
+	insertRuleCols  = 13
+	insertRulesRows = 64
+	insertRulesHead = `INSERT INTO rules
+	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
+	VALUES `
+	insertRulesRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)`
+	insertRulesTail = ` ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING RETURNING id, family, nlri`
+)
 
 // insertCheck is how many rows insertIDs inserts between looks at its
 // deadline.

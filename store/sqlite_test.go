@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -103,5 +104,61 @@ func TestSQLiteLookupsUseTheirIndex(t *testing.T) {
 	}
 	if p := plan(s.setRulesQuery(), "feed"); !strings.Contains(p, "rules_active_set") {
 		t.Errorf("set read: plan %q, want the index rules_active_set", p)
+	}
+}
+
+// The multi-row insert of a batch's rules (sqliteTx.insertRules) gives
+// each row its own id and reports the rows whose Match was active as not
+// inserted, wherever they sit in a statement of many rows and whatever
+// order SQLite returns the inserted rows in.
+func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, sqliteFresh(t), "a")
+	// Two rules already active: the 3rd and the 70th input below (the
+	// second chunk of rows).
+	for _, i := range []int{2, 69} {
+		if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, i, "discard"), Actor: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 100 // a chunk of insertRulesRows, then 32 and 4
+	now := s.now()
+	args := make([][]any, n)
+	for i := range args {
+		e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "t"}, i, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i] = s.insertArgs(&e, now)
+	}
+	var ids []int64
+	var ok []bool
+	err := s.write(ctx, "test insert", n, func(ctx context.Context, w *wtx) (bool, error) {
+		var err error
+		ids, ok, err = w.tx.(*sqliteTx).insertRules(ctx, args)
+		return true, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for i := range n {
+		if active := i == 2 || i == 69; ok[i] == active {
+			t.Fatalf("row %d: inserted %v, want %v", i, ok[i], !active)
+		}
+		if !ok[i] {
+			continue
+		}
+		if seen[ids[i]] {
+			t.Fatalf("row %d: id %d given twice", i, ids[i])
+		}
+		seen[ids[i]] = true
+		r, err := s.Get(ctx, ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := rule(t, i, "discard"); r.Rule.Match != want.Match {
+			t.Fatalf("row %d got id %d, which holds %s, not %s", i, ids[i], r.Rule, want)
+		}
 	}
 }

@@ -23,6 +23,13 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 			announced bool
 			lastErr   string
 		}
+		// A report sets one status for many rules: its history fields
+		// are encoded once, and the few statuses they had before once
+		// each.
+		newJS := statusFields(announced, lastErr)
+		olds := map[was]any{}
+		at := s.eng.timeArg(now)
+		var rows []any
 		for lo := 0; lo < len(ids); lo += lookupChunk {
 			if err := ctx.Err(); err != nil {
 				return false, err
@@ -64,19 +71,44 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 					continue
 				}
 				delete(found, id)
-				_, err = t.exec(context.WithoutCancel(ctx), `INSERT INTO rule_status (rule_id, site, announced, last_error, updated_at)
-					VALUES (?, ?, ?, ?, ?)
-					ON CONFLICT (rule_id, site) DO UPDATE SET announced = excluded.announced,
-						last_error = excluded.last_error, updated_at = excluded.updated_at`,
-					id, s.site, announced, lastErr, s.eng.timeArg(now))
-				if err != nil {
+				rows = append(rows, id, s.site, announced, lastErr, at)
+				oldJS, ok := olds[w]
+				if !ok {
+					oldJS = statusFields(w.announced, w.lastErr)
+					olds[w] = oldJS
+				}
+				t.eventJSON(id, now, EventStatus, "reconciler", s.site, oldJS, newJS)
+			}
+			// Many rows per statement: one statement per rule cost as
+			// much as the rule's insert.
+			for len(rows) > 0 {
+				n := chunkSize(len(rows)/statusCols, statusChunk)
+				if _, err := t.exec(context.WithoutCancel(ctx), setStatusSQL(n), rows[:n*statusCols]...); err != nil {
 					return false, err
 				}
-				old := map[string]string{"announced": strconv.FormatBool(w.announced), "last_error": w.lastErr}
-				is := map[string]string{"announced": strconv.FormatBool(announced), "last_error": lastErr}
-				t.event(id, now, EventStatus, "reconciler", s.site, old, is)
+				rows = rows[n*statusCols:]
 			}
 		}
 		return false, nil
 	})
+}
+
+// statusCols is the parameters of one row of setStatusSQL; statusChunk
+// its rows at most (a power of two).
+const (
+	statusCols  = 5
+	statusChunk = 64
+)
+
+// setStatusSQL writes n statuses (rule_id, site, announced, last_error,
+// updated_at).
+func setStatusSQL(n int) string {
+	return multiRowSQL(`INSERT INTO rule_status (rule_id, site, announced, last_error, updated_at) VALUES `, "(?, ?, ?, ?, ?)", n,
+		` ON CONFLICT (rule_id, site) DO UPDATE SET announced = excluded.announced,
+			last_error = excluded.last_error, updated_at = excluded.updated_at`)
+}
+
+// statusFields is the history of a status (encodeFields).
+func statusFields(announced bool, lastErr string) any {
+	return encodeFields(map[string]string{"announced": strconv.FormatBool(announced), "last_error": lastErr})
 }

@@ -213,7 +213,7 @@ func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
 		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin, Set: e.in.Set,
 	}
-	t.event(id, now, EventCreated, e.in.Actor, "", nil, ruleFields(r))
+	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, createdFields(r))
 	return r
 }
 
