@@ -132,17 +132,27 @@ func (r *headerRecorder) Write(b []byte) (int, error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // rule text has "<", ">" and "&"
-	if err := enc.Encode(v); err != nil {
-		// Only our own wire types are encoded; this is a bug.
-		panic("api: encoding response: " + err.Error())
+	body, ok := []byte(nil), false
+	if a, is := v.(jsonAppender); is {
+		// What encoding/json writes, faster (encode.go).
+		if body, ok = a.appendJSON(nil); ok {
+			body = append(body, '\n')
+		}
+	}
+	if !ok {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // rule text has "<", ">" and "&"
+		if err := enc.Encode(v); err != nil {
+			// Only our own wire types are encoded; this is a bug.
+			panic("api: encoding response: " + err.Error())
+		}
+		body = buf.Bytes()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	w.Write(body)
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
