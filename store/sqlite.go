@@ -257,15 +257,38 @@ func (d sqliteDB) queryRow(ctx context.Context, q string, args ...any) row {
 }
 
 // sqliteTx prepares each distinct statement once per transaction, which is
-// what makes batch upserts fast.
+// what makes batch upserts fast. A transaction of the committer's session
+// (sess set) runs on the session's connection without a *sql.Tx, and
+// takes its statements from the session, where they stay prepared from
+// one transaction to the next.
 type sqliteTx struct {
-	tx     *sql.Tx
+	tx     *sql.Tx        // nil in a session's transaction
+	sess   *sqliteSession // the committer's session, or nil
 	stmts  map[string]*sql.Stmt
 	unlock func()
 	done   bool
 }
 
+// on is what the transaction's statements run on: its *sql.Tx, or the
+// session's connection, inside the BEGIN the session sent.
+func (t *sqliteTx) on() sqlRunner {
+	if t.sess != nil {
+		return t.sess.conn
+	}
+	return t.tx
+}
+
+// sqlRunner is a *sql.Tx or a *sql.Conn.
+type sqlRunner interface {
+	rowQuerier
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, q string) (*sql.Stmt, error)
+}
+
 func (t *sqliteTx) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if t.sess != nil {
+		return t.sess.stmt(ctx, q)
+	}
 	if st, ok := t.stmts[q]; ok {
 		return st, nil
 	}
@@ -284,7 +307,7 @@ func (t *sqliteTx) exec(ctx context.Context, q string, args ...any) (int64, erro
 	if len(args) == 0 {
 		// Unprepared: a script of several statements (migrations) runs
 		// whole; a prepared statement would run only the first.
-		res, err := t.tx.ExecContext(ctx, q)
+		res, err := t.on().ExecContext(ctx, q)
 		if err != nil {
 			return 0, err
 		}
@@ -477,6 +500,11 @@ func (t *sqliteTx) commit(context.Context) error {
 	}
 	t.done = true
 	defer t.unlock()
+	if t.sess != nil {
+		// As Tx.Commit: not interrupted by a context (a COMMIT cut short
+		// mid-fsync could not be told from one that landed).
+		return t.sess.end("COMMIT")
+	}
 	return t.tx.Commit()
 }
 
@@ -486,6 +514,9 @@ func (t *sqliteTx) rollback(context.Context) error {
 	}
 	t.done = true
 	defer t.unlock()
+	if t.sess != nil {
+		return t.sess.end("ROLLBACK")
+	}
 	return t.tx.Rollback()
 }
 
@@ -514,6 +545,11 @@ func (r errRow) Scan(...any) error { return r.err }
 type sqliteSession struct {
 	e    *sqliteEngine
 	conn *sql.Conn
+	// stmts are the statements prepared on conn, kept from one
+	// transaction to the next (at most maxSessionStmts): a batch's
+	// statements of many rows cost a millisecond each to prepare.
+	stmts    map[string]*sql.Stmt
+	prepares int // statements prepared on conn so far
 	// version is the last data_version read; event the id of the newest
 	// history entry that changed desired state (kind other than status).
 	version, event int64
@@ -530,10 +566,7 @@ func (e *sqliteEngine) session(ctx context.Context) (*sqliteSession, error) {
 // connect (re)acquires the connection and reads the change markers from
 // it, so only commits from now on count as external changes.
 func (ss *sqliteSession) connect(ctx context.Context) error {
-	if ss.conn != nil {
-		ss.conn.Close()
-		ss.conn = nil
-	}
+	ss.dropConn()
 	conn, err := ss.e.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -552,16 +585,74 @@ func (ss *sqliteSession) begin(ctx context.Context) (tx, error) {
 		}
 	}
 	ss.e.wmu.Lock()
-	t, err := ss.conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
-	if err != nil {
+	if _, err := ss.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		ss.e.wmu.Unlock()
 		if errors.Is(err, sql.ErrConnDone) {
-			ss.conn.Close()
-			ss.conn = nil // reconnect on the next call
+			ss.dropConn() // reconnect on the next call
+		} else {
+			// A BEGIN cut short may have begun: make sure none is open.
+			ss.conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	return &sqliteTx{tx: t, unlock: ss.e.wmu.Unlock}, nil
+	return &sqliteTx{sess: ss, unlock: ss.e.wmu.Unlock}, nil
+}
+
+// end sends COMMIT or ROLLBACK for the session's open transaction.
+func (ss *sqliteSession) end(q string) error {
+	if ss.conn == nil {
+		return sql.ErrConnDone
+	}
+	_, err := ss.conn.ExecContext(context.Background(), q)
+	if q == "COMMIT" && err != nil {
+		// A failed COMMIT may leave the transaction open (SQLITE_BUSY):
+		// roll it back, so the next BEGIN does not fail.
+		ss.conn.ExecContext(context.Background(), "ROLLBACK")
+	}
+	return err
+}
+
+// maxSessionStmts bounds the statements a session keeps prepared: past
+// it, an arbitrary one is closed for each new one.
+const maxSessionStmts = 128
+
+// stmt returns q prepared on the session's connection.
+func (ss *sqliteSession) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := ss.stmts[q]; ok {
+		return st, nil
+	}
+	if ss.conn == nil {
+		return nil, sql.ErrConnDone
+	}
+	st, err := ss.conn.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	ss.prepares++
+	if ss.stmts == nil {
+		ss.stmts = make(map[string]*sql.Stmt)
+	}
+	for k, old := range ss.stmts {
+		if len(ss.stmts) < maxSessionStmts {
+			break
+		}
+		old.Close()
+		delete(ss.stmts, k)
+	}
+	ss.stmts[q] = st
+	return st, nil
+}
+
+// dropConn closes the session's statements and connection.
+func (ss *sqliteSession) dropConn() {
+	for _, st := range ss.stmts {
+		st.Close()
+	}
+	ss.stmts = nil
+	if ss.conn != nil {
+		ss.conn.Close()
+		ss.conn = nil
+	}
 }
 
 // rowQuerier is a *sql.Conn or a *sql.Tx.
@@ -576,7 +667,7 @@ type rowQuerier interface {
 func (ss *sqliteSession) externalChange(ctx context.Context, t tx) (bool, error) {
 	var q rowQuerier = ss.conn
 	if st, ok := t.(*sqliteTx); ok {
-		q = st.tx
+		q = st.on()
 	} else if ss.conn == nil {
 		// Commits made while disconnected are unknown: report a change.
 		err := ss.connect(ctx)
@@ -600,7 +691,7 @@ func (ss *sqliteSession) externalChange(ctx context.Context, t tx) (bool, error)
 // and returns a func that adopts it once t committed, so that this
 // process's own changes never count as external.
 func (ss *sqliteSession) ownChanges(ctx context.Context, t tx) (adopt func(), err error) {
-	ev, err := lastEvent(ctx, t.(*sqliteTx).tx)
+	ev, err := lastEvent(ctx, t.(*sqliteTx).on())
 	if err != nil {
 		return nil, err
 	}
@@ -624,9 +715,4 @@ func lastEvent(ctx context.Context, q rowQuerier) (int64, error) {
 	return id, err
 }
 
-func (ss *sqliteSession) close() {
-	if ss.conn != nil {
-		ss.conn.Close()
-		ss.conn = nil
-	}
-}
+func (ss *sqliteSession) close() { ss.dropConn() }

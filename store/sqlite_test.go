@@ -162,3 +162,27 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		}
 	}
 }
+
+// The committer's connection keeps its statements from one transaction
+// to the next: a write like the last one prepares nothing (a batch's
+// statements of many rows cost a millisecond each to prepare).
+func TestSQLiteCommitterKeepsStatements(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, sqliteFresh(t), "a")
+	batch := func(from int) {
+		t.Helper()
+		var ins []Input
+		for i := from; i < from+100; i++ {
+			ins = append(ins, Input{Rule: rule(t, i, "discard"), Actor: "t"})
+		}
+		if _, err := s.UpsertMany(ctx, ins); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch(0)
+	before := s.group.ss.prepares
+	batch(100)
+	if n := s.group.ss.prepares - before; n != 0 {
+		t.Fatalf("a second batch like the first prepared %d statements again", n)
+	}
+}
