@@ -143,7 +143,7 @@ type pcomp struct {
 
 func (p *parser) match(f Family) (Match, error) {
 	if t, ok := p.peek(); ok {
-		if ff, err := ParseFamily(t.s); err == nil {
+		if ff, ok := familyNamed(t.s); ok {
 			if f != 0 && ff != f {
 				return Match{}, p.errAt(t, "rule text says %s but %s was requested", ff, f)
 			}
