@@ -154,7 +154,7 @@ func (p *parser) match(f Family) (Match, error) {
 	if t, ok := p.peek(); ok && t.s == "match" {
 		p.i++
 	}
-	var comps []pcomp
+	comps := make([]pcomp, 0, 8) // no rule has more than 13
 	for {
 		t, ok := p.peek()
 		if !ok || t.s == "then" {
@@ -224,7 +224,11 @@ func (p *parser) match(f Family) (Match, error) {
 		}
 	}
 	slices.SortStableFunc(comps, func(a, b pcomp) int { return cmp.Compare(a.t, b.t) })
-	var body []byte
+	n := 0
+	for _, c := range comps {
+		n += len(c.enc)
+	}
+	body := make([]byte, 0, n)
 	for i, c := range comps {
 		if i > 0 && comps[i-1].t == c.t {
 			later := c.kw

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"strconv"
+	"strings"
 )
 
 // The text syntax follows the gobgp CLI ("match ... then ..."); SYNTAX.md
@@ -338,7 +339,7 @@ type token struct {
 // tokenize splits on white space; quotes group nothing and are dropped,
 // so shell-quoted gobgp lists ('>=1024&<=2048 ==80') read naturally.
 func tokenize(s string) []token {
-	var out []token
+	out := make([]token, 0, 2+strings.Count(s, " ")) // words are mostly one space apart
 	start := -1
 	for i := 0; i <= len(s); i++ {
 		sep := i == len(s)
