@@ -110,3 +110,19 @@ func BenchmarkKey(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkParse reads rule texts as a batch write's parse does (one per
+// rule of the batch).
+func BenchmarkParse(b *testing.B) {
+	for _, r := range benchRules {
+		b.Run(r.name, func(b *testing.B) {
+			text := "match " + r.text + " then discard"
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Parse(text); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
