@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -141,6 +142,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
 		// The time of the transaction, not of the call (see Upsert).
 		now := s.now()
+		t.events = slices.Grow(t.events, len(es)) // one history entry a rule, mostly
 		for i := range es {
 			es[i].at(now)
 		}
