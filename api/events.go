@@ -179,6 +179,8 @@ type Events struct {
 	// of events (streamWriteTimeout).
 	writeTimeout time.Duration
 	wake         chan struct{}
+	// streams counts the subscribers, for Nudge to read without mu.
+	streams atomic.Int64
 
 	mu     sync.Mutex
 	ring   []streamEvent // oldest first; ids are consecutive
@@ -268,8 +270,16 @@ func (e *Events) HeldBytes() int {
 	return e.held
 }
 
-// Nudge asks Run to look for changes now; it never blocks.
+// Nudge asks Run to look for changes now; it never blocks. With no
+// stream open it does nothing: Run would read nothing (step), the next
+// stream to open nudges it, and its poll finds every change since the
+// last. Every write and every reconcile pass nudges, and a wake-up of
+// Run for nothing took a turn on the cores from the next write's early
+// announcement.
 func (e *Events) Nudge() {
+	if e.streams.Load() == 0 {
+		return
+	}
 	select {
 	case e.wake <- struct{}{}:
 	default:
@@ -547,6 +557,7 @@ func (e *Events) close() {
 // stream ends and still counts until its handler has returned.
 func (e *Events) drop(s *subscriber) {
 	delete(e.subs, s)
+	e.streams.Add(-1)
 	close(s.gone)
 }
 
@@ -566,6 +577,7 @@ func (e *Events) subscribe(who streamOwner, lastID uint64, have bool) (first []s
 	}
 	s = &subscriber{ch: make(chan streamEvent, subscriberBuffer), gone: make(chan struct{}), who: who}
 	e.subs[s] = struct{}{}
+	e.streams.Add(1)
 	// What changed while no stream was open has not been read yet.
 	e.Nudge()
 	switch {

@@ -17,7 +17,7 @@ import (
 // detector's request to the routers. AnnounceEarly takes it off: the API
 // hands a rule that passed every check, and whose write the store expects
 // to commit (store.Store.EarlyOK: no failed or hung commit, room on the
-// disk), to the speaker while its commit is still running; a write the
+// disk), to the speaker before its commit starts (EarlyWait); a write the
 // store may refuse is announced after its commit, so that it never
 // reaches a router. The reconciler keeps such a path out of orphan
 // withdrawal until the write is done (Settle) or for EarlyGrace at most;
@@ -27,7 +27,7 @@ import (
 // not happen, and the acknowledgement still means "stored".
 //
 // Early withdrawal (WithdrawEarly) is the same the other way: time to
-// withdraw. The path leaves while the commit that withdraws its rule
+// withdraw. The path leaves before the commit that withdraws its rule
 // runs; until that write settles (or EarlyGrace) a pass does not put it
 // back, although the store may still show the rule active. Once settled
 // the store decides again: a withdrawn rule finishes, a rule whose
@@ -36,6 +36,15 @@ import (
 // EarlyGrace is how long an early announcement waits for its store commit
 // before the reconciler treats the path as an orphan.
 const EarlyGrace = 10 * time.Second
+
+// EarlyWait bounds how long AnnounceEarly and WithdrawEarly wait for the
+// speaker to take the change before they return and the caller's commit
+// starts. The commit (SQLite's work and its fsync) would otherwise run
+// on the same two cores as GoBGP's steps that put the UPDATE on the wire,
+// and the UPDATE left later than with the commit after it. A speaker call that takes longer (GoBGP busy with a large
+// batch, or hung) goes on in the background, as before: the write's
+// commit is not held up for it.
+const EarlyWait = 100 * time.Millisecond
 
 // earlySet holds the Matches changed on the speaker ahead of their
 // commit (announced, or withdrawn), with the time until which a pass
@@ -123,7 +132,8 @@ func (e *earlySet) spare(items []Item) []Item {
 }
 
 // AnnounceEarly hands rule to the speaker ahead of the store commit that
-// declares it (see above) and returns at once. Call it only for a rule
+// declares it (see above) and returns once the speaker has taken it, or
+// after EarlyWait while the speaker call goes on. Call it only for a rule
 // that passed every check a write makes, for this site, and whose write
 // the store expects to commit; call Settle once the write returned,
 // committed or failed. A failed announcement is only logged: the
@@ -156,11 +166,13 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 			r.recorder().Announced(rule.Match.Family(), op)
 		}
 	}()
+	r.awaitEarly(call)
 }
 
 // WithdrawEarly takes the path of m off the speaker ahead of the store
-// commit that withdraws its rule, and returns at once: time to withdraw
-// as time to mitigate. Call it only for an active rule of this site
+// commit that withdraws its rule, and returns once the speaker has taken
+// the withdrawal, or after EarlyWait while the call goes on: time to
+// withdraw as time to mitigate. Call it only for an active rule of this site
 // whose withdrawal passed every check and whose commit the store expects
 // to succeed; call Settle once the write returned, committed or failed.
 // Until then (or EarlyGrace at most) a pass does not announce m again,
@@ -189,6 +201,25 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
 			r.recorder().Withdrawn(m.Family(), "retire")
 		}
 	}()
+	r.awaitEarly(call)
+}
+
+// awaitEarly waits until call is closed (the speaker call made ahead of
+// a commit returned), or EarlyWait on the reconciler's clock.
+func (r *Reconciler) awaitEarly(call <-chan struct{}) {
+	select {
+	case <-call:
+		return
+	default:
+	}
+	t := r.clock.NewTimer()
+	defer t.Stop()
+	t.Reset(EarlyWait)
+	select {
+	case <-call:
+	case <-t.C():
+		r.log.Debug("speaker call ahead of a commit still running; the commit goes on", "waited", EarlyWait)
+	}
 }
 
 // Settle says that the write behind an early announcement or withdrawal

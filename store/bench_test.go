@@ -158,3 +158,66 @@ func BenchmarkEarlyOK(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEarlyWithdrawRead measures what a single withdrawal reads
+// before its UPDATE leaves (the rule by id, then EarlyWithdrawOK), with
+// 1,000 rules stored; and ChangedSince after one change, the reconciler's
+// read after every single write.
+func BenchmarkEarlyWithdrawRead(b *testing.B) {
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			rs := benchRules(b, 1000)
+			ctx := ctxT(b)
+			ins := make([]Input, len(rs))
+			for i := range ins {
+				ins[i] = Input{Rule: rs[i], Actor: "bench"}
+			}
+			stored, err := s.UpsertMany(ctx, ins)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				r, err := s.GetBrief(ctx, stored[i%len(stored)].ID)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.EarlyWithdrawOK(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkChangedSinceOne(b *testing.B) {
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			rs := benchRules(b, 1001)
+			ctx := ctxT(b)
+			ins := make([]Input, 1000)
+			for i := range ins {
+				ins[i] = Input{Rule: rs[i], Actor: "bench"}
+			}
+			if _, err := s.UpsertMany(ctx, ins); err != nil {
+				b.Fatal(err)
+			}
+			rev, err := s.Revision(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := s.Upsert(ctx, Input{Rule: rs[1000], Actor: "bench"}); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				d, err := s.ChangedSince(ctx, rev)
+				if err != nil || len(d.Active) != 1 {
+					b.Fatalf("ChangedSince = %d rules, %v", len(d.Active), err)
+				}
+			}
+		})
+	}
+}

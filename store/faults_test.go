@@ -416,3 +416,45 @@ func (w lineWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// The identity record follows a burst of writes once a second, not once
+// per commit: the first change after a quiet second is recorded at once,
+// later ones when the second since that update has passed.
+func TestRecordFollowsABurstOnceASecond(t *testing.T) {
+	s, cfg := faultStore(t)
+	fc := cfg.Clock.(*clock.Fake)
+	file := filepath.Join(t.TempDir(), "ribkeeper.identity")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.KeepRecord(ctx, file) }()
+	t.Cleanup(func() { cancel(); <-done })
+	recorded := func() int64 { rec, _, _ := ReadRecord(file); return rec.LastID }
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30 s", what)
+			}
+			<-tick.C
+		}
+	}
+	// The store's first rule, written before KeepRecord started: at once.
+	waitUntil("the first rule recorded", func() bool { return recorded() == 1 })
+	// Two more commits within the second: each wake-up is taken (the
+	// second only once the first was dealt with), neither rewrites the
+	// record yet.
+	for i := 2; i <= 3; i++ {
+		if _, _, err := s.Upsert(ctxT(t), Input{Rule: rule(t, i, "discard"), Actor: "cli"}); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil("the wake-up taken", func() bool { return len(s.recordWake) == 0 })
+	}
+	if got := recorded(); got != 1 {
+		t.Fatalf("record rewritten within the second (last rule id %d): one update per commit", got)
+	}
+	fc.Advance(recordEvery)
+	waitUntil("the burst recorded once the second passed", func() bool { return recorded() == 3 })
+}

@@ -114,7 +114,14 @@ func openSQLite(ctx context.Context, path string) (*sqliteEngine, error) {
 	}
 	// synchronous=FULL: a commit is on disk before Upsert returns, so an
 	// acknowledged rule survives a power loss, not only a process crash.
-	dsn := "file:" + path + "?_busy_timeout=5000&_foreign_keys=on&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate"
+	// _stmt_cache_size: each connection keeps its 32 most recent prepared
+	// statements, so the reads that run after every write (the
+	// reconciler's ChangedSince, a withdrawal's read of its rule) are not
+	// compiled again each time: a withdrawal's read before its UPDATE
+	// leaves took 44-56 µs instead of 84-87 µs (BenchmarkEarlyWithdrawRead),
+	// and preparing was a sixth of the daemon's CPU while single rules
+	// came one at a time.
+	dsn := "file:" + path + "?_busy_timeout=5000&_foreign_keys=on&_journal_mode=WAL&_synchronous=FULL&_txlock=immediate&_stmt_cache_size=32"
 	e := &sqliteEngine{path: path}
 	e.connector = &liteConnector{drv: &sqlite3.SQLiteDriver{}, dsn: dsn, noCreate: dsn + "&mode=rw", e: e, opening: make(chan struct{}, 1)}
 	db := sql.OpenDB(e.connector)
