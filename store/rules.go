@@ -33,20 +33,29 @@ const briefCols = `r.id, r.family, r.nlri, r.communities, r.expires_at, r.state,
 
 // scanBrief reads one row of briefCols.
 func scanBrief(rw row) (Rule, error) {
+	var r Rule
+	if err := scanBriefInto(rw, &r); err != nil {
+		return Rule{}, err
+	}
+	return r, nil
+}
+
+// scanBriefInto reads one row of briefCols into *r, overwriting every
+// field a brief rule has; the others are left as they were.
+func scanBriefInto(rw row, r *Rule) error {
 	var (
-		r           Rule
 		fam         int64
 		nlri, comms []byte
 		expires     dbTime
 		state       string
 	)
 	if err := rw.Scan(&r.ID, &fam, &nlri, &comms, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError); err != nil {
-		return Rule{}, err
+		return err
 	}
 	r.ExpiresAt = expires.t
 	r.State = State(state)
 	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
-	return r, nil
+	return nil
 }
 
 // scanRule reads one row of ruleCols.
