@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/admit"
+	"github.com/ribkeeper/ribkeeper/config"
+	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -15,29 +17,43 @@ import (
 // *store.Store).
 type startReader interface {
 	Revision(ctx context.Context) (int64, error)
-	ActiveRules(ctx context.Context) ([]store.Rule, error)
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 }
 
 // enforceAtStart is the start's guardrail check (guardrails changed while
-// the daemon was down apply before anything is announced), sharing its one
-// reading of the active rules with the reconciler's first pass
-// (reconcile.Reconciler.Seed): at 100,000 rules a full reading costs about
-// a sixth of the initial sync to a router, and the start made two. The
-// revision is read first, so the reconciler, catching up from it, sees the
-// withdrawals made here and every write since. When the reading fails,
-// nothing is withdrawn and the reconciler reads on its own.
-func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate *admit.Gate, rec *reconcile.Reconciler) (int, error) {
+// the daemon was down apply before anything is announced, gr being those
+// the gate starts with), sharing its one walk of the active rules with
+// the reconciler's first pass (reconcile.Reconciler.Seed): each rule is
+// compacted for the reconciler and checked against the guardrails as it
+// streams from the store, and only those that break one are kept as they
+// were read (at a million rules the whole reading as store.Rules was over
+// a gigabyte, and a full reading costs about a sixth of the initial sync
+// to a router, which the start made twice). The revision is read first,
+// so the reconciler, catching up from it, sees the withdrawals made here
+// and every write since. When the walk fails, nothing is withdrawn and
+// the reconciler reads on its own.
+func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate *admit.Gate, gr *config.Guardrails, rec *reconcile.Reconciler) (int, error) {
 	at := time.Now()
 	rev, err := st.Revision(ctx)
 	if err != nil {
 		return 0, err
 	}
-	rows, err := st.ActiveRules(ctx)
+	var (
+		rows     reconcile.Rows
+		breaking []store.Rule
+	)
+	err = st.EachActive(ctx, func(r *store.Rule) error {
+		rows.Add(r)
+		if guard.Breaks(gr, r, at) {
+			breaking = append(breaking, *r)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
 	}
-	ws, err := gate.EnforceAmong(ctx, rows)
-	rec.Seed(rev, rows, at)
+	ws, err := gate.EnforceAmong(ctx, breaking)
+	rec.Seed(rev, &rows, at)
 	if err != nil {
 		return 0, err
 	}

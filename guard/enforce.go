@@ -49,9 +49,11 @@ func Breaking(ctx context.Context, st Reader, l *config.Guardrails, now time.Tim
 }
 
 // BreakingAmong is Breaking over rules, a reading of st's active rules
-// (ActiveRules) made by the caller: at start the same reading also seeds
-// the reconciler, so the rules are scanned once. It reads st only for the
-// rules that break a guardrail.
+// made by the caller, or the part of one that Breaks picked out as it
+// went (the rest break nothing): at start the same walk of the rules
+// (EachActive) also seeds the reconciler, so the rules are read once and
+// never held all at once. It reads st only for the rules that break a
+// guardrail.
 func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
 	var out []Withdrawal
 	for i := range rules {
@@ -76,6 +78,13 @@ func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config
 			Item: store.WithdrawItem{ID: full.ID, Reason: withdrawReason(full.Reason, v), UpdatedAt: full.UpdatedAt}})
 	}
 	return out, nil
+}
+
+// Breaks reports whether r, an active rule as a full read gives it
+// (brief), breaks a per-rule guardrail of l at now: a candidate for
+// BreakingAmong, which checks it again as it is then.
+func Breaks(l *config.Guardrails, r *store.Rule, now time.Time) bool {
+	return breaks(l, r, now) != nil
 }
 
 // breaks returns the per-rule guardrail r breaks at now, nil if none or if

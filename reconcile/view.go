@@ -84,15 +84,11 @@ func (r *row) validate() error {
 	return nil
 }
 
-// newView applies the lifecycle and validate steps to rows at now.
-func newView(rows []store.Rule, now time.Time) view {
-	compact := make([]row, len(rows))
-	for i := range rows {
-		compact[i] = rowOf(&rows[i])
-	}
+// newViewRows applies the lifecycle and validate steps to rows at now.
+func newViewRows(rows []row, now time.Time) view {
 	return newViewOf(func(yield func(*row) bool) {
-		for i := range compact {
-			if !yield(&compact[i]) {
+		for i := range rows {
+			if !yield(&rows[i]) {
 				return
 			}
 		}
