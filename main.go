@@ -315,7 +315,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		// Guardrails changed while the daemon was down apply before the
 		// first pass announces anything; the pass starts from the same
 		// reading.
-		if n, err := enforceAtStart(ctx, log.Named("guardrails"), st, gate, &cfg.Guardrails, rec); err != nil {
+		if n, err := enforceAtStart(ctx, log.Named("guardrails"), st, gate, rec); err != nil {
 			log.Error("checking active rules against the guardrails failed; nothing was withdrawn (restart or reload to retry)", "error", err)
 		} else if n > 0 {
 			log.Warn("rules withdrawn by guardrails at start", "count", n)

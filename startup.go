@@ -7,8 +7,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ribkeeper/ribkeeper/admit"
-	"github.com/ribkeeper/ribkeeper/config"
-	"github.com/ribkeeper/ribkeeper/guard"
 	"github.com/ribkeeper/ribkeeper/reconcile"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -21,8 +19,7 @@ type startReader interface {
 }
 
 // enforceAtStart is the start's guardrail check (guardrails changed while
-// the daemon was down apply before anything is announced, gr being those
-// the gate starts with), sharing its one walk of the active rules with
+// the daemon was down apply before anything is announced), sharing its one walk of the active rules with
 // the reconciler's first pass (reconcile.Reconciler.Seed): each rule is
 // compacted for the reconciler and checked against the guardrails as it
 // streams from the store, and only those that break one are kept as they
@@ -32,7 +29,7 @@ type startReader interface {
 // so the reconciler, catching up from it, sees the withdrawals made here
 // and every write since. When the walk fails, nothing is withdrawn and
 // the reconciler reads on its own.
-func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate *admit.Gate, gr *config.Guardrails, rec *reconcile.Reconciler) (int, error) {
+func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate *admit.Gate, rec *reconcile.Reconciler) (int, error) {
 	at := time.Now()
 	rev, err := st.Revision(ctx)
 	if err != nil {
@@ -41,10 +38,11 @@ func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate 
 	var (
 		rows     reconcile.Rows
 		breaking []store.Rule
+		breaks   = gate.BreakCheck()
 	)
 	err = st.EachActive(ctx, func(r *store.Rule) error {
 		rows.Add(r)
-		if guard.Breaks(gr, r, at) {
+		if breaks(r) {
 			breaking = append(breaking, *r)
 		}
 		return nil

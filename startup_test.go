@@ -45,7 +45,7 @@ func TestEnforceAtStartStreams(t *testing.T) {
 	gr := config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("10.0.5.0/24"), netip.MustParsePrefix("10.0.11.0/24")}}
 	gate := admit.New(admit.Config{Store: st, Guardrails: gr})
 	rec := reconcile.New(nil, st, nil, reconcile.Config{})
-	got, err := enforceAtStart(ctx, hclog.NewNullLogger(), st, gate, &gr, rec)
+	got, err := enforceAtStart(ctx, hclog.NewNullLogger(), st, gate, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestEnforceAtStartStreams(t *testing.T) {
 	gr.Safelist = append(gr.Safelist, netip.MustParsePrefix("10.0.0.0/24"))
 	gate.SetGuardrails(gr)
 	st.Close()
-	if got, err := enforceAtStart(ctx, hclog.NewNullLogger(), st, gate, &gr, rec); err == nil || got != 0 {
+	if got, err := enforceAtStart(ctx, hclog.NewNullLogger(), st, gate, rec); err == nil || got != 0 {
 		t.Fatalf("enforceAtStart on a closed store = %d, %v; want an error and nothing withdrawn", got, err)
 	}
 }

@@ -40,12 +40,35 @@ type Withdrawal struct {
 // Static rules ([[rule]]) are left alone: the configuration that declares
 // them was checked when it loaded (CheckStatic). Rules expiring anyway
 // are left to expire.
+//
+// A Reader that can walk the active rules (store.Store's EachActive) is
+// walked, keeping only the rules that break a guardrail: at a million
+// rules, ActiveRules's reading alone is over a gigabyte.
 func Breaking(ctx context.Context, st Reader, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
-	rules, err := st.ActiveRules(ctx)
-	if err != nil {
-		return nil, err
+	var rules []store.Rule
+	if w, ok := st.(walker); ok {
+		err := w.EachActive(ctx, func(r *store.Rule) error {
+			if Breaks(l, r, now) {
+				rules = append(rules, *r)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if rules, err = st.ActiveRules(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return BreakingAmong(ctx, st, rules, l, now)
+}
+
+// walker is a Reader that walks the active rules one at a time
+// (store.Store.EachActive).
+type walker interface {
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 }
 
 // BreakingAmong is Breaking over rules, a reading of st's active rules
