@@ -84,7 +84,7 @@ func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 // row is what the reconciler keeps of a stored rule: what lifecycle,
 // validation, the path and the status write-back look at, and nothing of
 // its text, reason, actor, sites or timestamps (a third of the size).
-// ActiveRules already filters by site.
+// EachActive already filters by site.
 type row struct {
 	ID      int64
 	Match   flowspec.Match

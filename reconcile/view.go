@@ -142,7 +142,7 @@ func (v *view) refresh(m flowspec.Match, rows []*row, now time.Time) {
 // row's ExpiresAt when the row is not retiring and expires.
 func (v *view) add(r *row, now time.Time) (expires time.Time, ok bool) {
 	if r.final() {
-		return time.Time{}, false // final already; ActiveRules should not return it
+		return time.Time{}, false // final already; EachActive should not give it
 	}
 	m := r.Match
 	if st, ok := r.retiring(now); ok {
