@@ -138,6 +138,7 @@ func (s *Store) EachActive(ctx context.Context, fn func(*Rule) error) error {
 	}
 	defer rs.Close()
 	var r Rule
+	b := newBriefScan(&r)
 	for rs.Next() {
 		// A driver may hand over rows it already received after the
 		// context ended (pgx does): the walk stops at the next check.
@@ -146,7 +147,7 @@ func (s *Store) EachActive(ctx context.Context, fn func(*Rule) error) error {
 				return s.wrap(ctx, op, w.why(err))
 			}
 		}
-		if err := scanBriefInto(rs, &r); err != nil {
+		if err := b.scan(rs); err != nil {
 			return s.wrap(ctx, op, w.why(err))
 		}
 		w.handing()
