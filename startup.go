@@ -56,7 +56,7 @@ func enforceAtStart(ctx context.Context, log hclog.Logger, st startReader, gate 
 	if err != nil {
 		return 0, err
 	}
-	log.Debug("active rules read and handed to the speaker", "rules", rows.Len(), "announced", sent, "took", time.Since(at))
+	log.Info("active rules read and handed to the speaker", "rules", rows.Len(), "announced", sent, "took", time.Since(at).Round(time.Millisecond))
 	ws, err := gate.EnforceAmong(ctx, breaking)
 	rec.Seed(rev, rows, at)
 	if err != nil {
