@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -35,7 +36,7 @@ type Preload struct {
 	done  chan struct{}
 	// sent and failed count the rules handed to the speaker and those
 	// it refused (the first pass retries and reports them); written by
-	// the announcing goroutine, read after done.
+	// the announcing goroutines, read after done.
 	sent, failed int
 }
 
@@ -56,19 +57,32 @@ func (r *Reconciler) Preload(ctx context.Context) *Preload {
 	p.on = true
 	p.out = make(chan []flowspec.Rule, preloadQueue)
 	p.done = make(chan struct{})
-	go func() {
-		defer close(p.done)
-		for b := range p.out {
-			if ctx.Err() != nil {
-				continue // drain: Finish is waiting
-			}
-			for _, err := range r.s.Announce(ctx, b) {
-				if err != nil {
-					p.failed++
+	// As announceAll: announceParallel calls in flight, so that GoBGP's
+	// loop has the next batch while the speaker prepares another.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range announceParallel {
+		wg.Go(func() {
+			for b := range p.out {
+				if ctx.Err() != nil {
+					continue // drain: Finish is waiting
 				}
+				failed := 0
+				for _, err := range r.s.Announce(ctx, b) {
+					if err != nil {
+						failed++
+					}
+				}
+				mu.Lock()
+				p.sent += len(b)
+				p.failed += failed
+				mu.Unlock()
 			}
-			p.sent += len(b)
-		}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(p.done)
 	}()
 	return p
 }
