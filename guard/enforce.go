@@ -40,18 +40,43 @@ type Withdrawal struct {
 // Static rules ([[rule]]) are left alone: the configuration that declares
 // them was checked when it loaded (CheckStatic). Rules expiring anyway
 // are left to expire.
+//
+// A Reader that can walk the active rules (store.Store's EachActive) is
+// walked, keeping only the rules that break a guardrail: at a million
+// rules, ActiveRules's reading alone is over a gigabyte.
 func Breaking(ctx context.Context, st Reader, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
-	rules, err := st.ActiveRules(ctx)
-	if err != nil {
-		return nil, err
+	var rules []store.Rule
+	if w, ok := st.(walker); ok {
+		err := w.EachActive(ctx, func(r *store.Rule) error {
+			if Breaks(l, r, now) {
+				rules = append(rules, *r)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if rules, err = st.ActiveRules(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return BreakingAmong(ctx, st, rules, l, now)
 }
 
+// walker is a Reader that walks the active rules one at a time
+// (store.Store.EachActive).
+type walker interface {
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
+}
+
 // BreakingAmong is Breaking over rules, a reading of st's active rules
-// (ActiveRules) made by the caller: at start the same reading also seeds
-// the reconciler, so the rules are scanned once. It reads st only for the
-// rules that break a guardrail.
+// made by the caller, or the part of one that Breaks picked out as it
+// went (the rest break nothing): at start the same walk of the rules
+// (EachActive) also seeds the reconciler, so the rules are read once and
+// never held all at once. It reads st only for the rules that break a
+// guardrail.
 func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
 	var out []Withdrawal
 	for i := range rules {
@@ -76,6 +101,13 @@ func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config
 			Item: store.WithdrawItem{ID: full.ID, Reason: withdrawReason(full.Reason, v), UpdatedAt: full.UpdatedAt}})
 	}
 	return out, nil
+}
+
+// Breaks reports whether r, an active rule as a full read gives it
+// (brief), breaks a per-rule guardrail of l at now: a candidate for
+// BreakingAmong, which checks it again as it is then.
+func Breaks(l *config.Guardrails, r *store.Rule, now time.Time) bool {
+	return breaks(l, r, now) != nil
 }
 
 // breaks returns the per-rule guardrail r breaks at now, nil if none or if

@@ -300,4 +300,18 @@ func TestBreaking(t *testing.T) {
 			t.Errorf("rule %d was written: withdraw requested %v, %v", w.Rule.ID, got.WithdrawRequested, err)
 		}
 	}
+	// The store is walked (EachActive); a Reader that cannot walk is
+	// read whole, with the same outcome.
+	whole, err := Breaking(ctx, struct{ Reader }{st}, l, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(whole) != len(ws) {
+		t.Fatalf("read whole: %d breaking, walked: %d", len(whole), len(ws))
+	}
+	for i := range ws {
+		if whole[i].Item != ws[i].Item {
+			t.Errorf("read whole: %+v; walked: %+v", whole[i].Item, ws[i].Item)
+		}
+	}
 }

@@ -78,7 +78,7 @@ func BenchmarkFullPass100k(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		b.StopTimer()
-		snap := readSnapshot(ctx, st, time.Now)
+		snap := readSnapshot(ctx, st, time.Now, 0)
 		if snap.err != nil {
 			b.Fatal(snap.err)
 		}

@@ -83,6 +83,48 @@ func (s *fakeStore) notify() {
 
 func (s *fakeStore) Changes() <-chan struct{} { return s.changes }
 
+// EachActive walks the active rules as store.Store does: one Rule, reused,
+// and scribbled over after each call, so that a reader keeping the pointer
+// (or anything it shares) reads garbage.
+func (s *fakeStore) EachActive(ctx context.Context, fn func(*store.Rule) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fullReads++
+	if s.readErr != nil {
+		return s.readErr
+	}
+	var r store.Rule
+	for _, x := range s.rules {
+		if x.State != store.Active {
+			continue
+		}
+		r = *x
+		if err := fn(&r); err != nil {
+			return err
+		}
+		r = store.Rule{ID: -1, LastError: "reused", State: store.Withdrawn}
+	}
+	return nil
+}
+
+// load replaces the copy with rows, compacted.
+func (c *source) load(rows []store.Rule) {
+	var rs Rows
+	for i := range rows {
+		rs.Add(&rows[i])
+	}
+	c.loadRows(rs.take())
+}
+
+// newView applies the lifecycle and validate steps to rows at now.
+func newView(rows []store.Rule, now time.Time) view {
+	var rs Rows
+	for i := range rows {
+		rs.Add(&rows[i])
+	}
+	return newViewRows(rs.take(), now)
+}
+
 func (s *fakeStore) ActiveRules(ctx context.Context) ([]store.Rule, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

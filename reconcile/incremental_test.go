@@ -95,7 +95,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			if step%7 == 3 {
 				// A complete read made off the loop, swapped in by the
 				// next full pass of odd seeds: stale by a few steps.
-				snap = readSnapshot(ctx, st, func() time.Time { return now })
+				snap = readSnapshot(ctx, st, func() time.Time { return now }, 0)
 			}
 			pass := func() {
 				if full && seed%2 == 1 && snap != nil {
@@ -273,7 +273,11 @@ func TestStatusWritesReleasedAfterBurst(t *testing.T) {
 	}
 	st := newFakeStore()
 	snap := &snapshot{at: time.Now()}
-	snap.index(rows)
+	var rs Rows
+	for i := range rows {
+		rs.Add(&rows[i])
+	}
+	snap.index(rs.take())
 	if _, _, err := c.read(context.Background(), st, time.Now(), true, snap, func(flowspec.Match) {}); err != nil {
 		t.Fatal(err)
 	}

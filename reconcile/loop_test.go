@@ -822,14 +822,18 @@ func TestSeedIsTheFirstRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := st.ActiveRules(ctx)
-	if err != nil {
+	var rows Rows
+	var gone int64
+	if err := st.EachActive(ctx, func(x *store.Rule) error {
+		rows.Add(x)
+		gone = x.ID
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	gone := rows[0].ID
 	st.withdraw(gone) // e.g. by the guardrails, after the reading
 	added := st.add(testRule(t, 20, discard()), time.Time{})
-	r.Seed(rev, rows, time.Now())
+	r.Seed(rev, &rows, time.Now())
 
 	startLoop(t, r)
 	<-r.Loaded()

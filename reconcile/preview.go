@@ -15,7 +15,7 @@ import (
 // without changing anything. It is safe to call while Run is running.
 // Unknown is not empty: it fails when either side cannot be read.
 func (r *Reconciler) Preview(ctx context.Context) (Plan, error) {
-	rows, err := r.d.ActiveRules(ctx)
+	rows, err := readAll(ctx, r.d, 0)
 	if err != nil {
 		return Plan{}, fmt.Errorf("reconcile: read desired state: %w", err)
 	}
@@ -23,7 +23,7 @@ func (r *Reconciler) Preview(ctx context.Context) (Plan, error) {
 	if !r.s.Paths(func(m flowspec.Match, a flowspec.Action) { actual[m] = a }) {
 		return Plan{}, ErrMirrorNotReady
 	}
-	p := planView(newView(rows, r.now()), actual, &r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
+	p := planView(newViewRows(rows, r.now()), actual, &r.early, &r.leaving, r.cfg.MaxWithdrawPerPass)
 	for _, items := range [][]Item{p.Add, p.Update, p.Adopt, p.Withdraw, p.Retire, p.Finish} {
 		sortItems(items)
 	}

@@ -51,10 +51,14 @@ import (
 // (store.Store implements it). Its parts are used by the source (reads), the
 // applier (FinishMany) and the status reporter (SetStatus).
 type Desired interface {
-	// ActiveRules returns every rule in state Active for this site,
-	// including those past ExpiresAt or with WithdrawRequested.
-	ActiveRules(ctx context.Context) ([]store.Rule, error)
-	// Revision returns the newest revision: read before ActiveRules,
+	// EachActive calls fn with every rule in state Active for this site,
+	// including those past ExpiresAt or with WithdrawRequested, one at a
+	// time: the same *store.Rule each time (copy values out of it, never
+	// keep it). An error means desired state is unknown, never empty.
+	// The reconciler compacts each rule as it arrives and never holds the
+	// table as store.Rules (a full read of a million rules would).
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
+	// Revision returns the newest revision: read before EachActive,
 	// ChangedSince(it) afterwards misses nothing.
 	Revision(ctx context.Context) (int64, error)
 	// ChangedSince returns the rules changed after rev.
@@ -400,7 +404,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			}
 			if !reading {
 				reading = true
-				go func() { snaps <- readSnapshot(ctx, r.d, r.now) }()
+				n := len(r.src.byID)
+				go func() { snaps <- readSnapshot(ctx, r.d, r.now, n) }()
 			}
 			continue
 		case snap = <-snaps:
@@ -417,16 +422,16 @@ func (r *Reconciler) Run(ctx context.Context) error {
 }
 
 // Seed gives the first pass of Run its complete read of the desired state,
-// made by the caller: rev as Revision returned it, then rows as
-// ActiveRules returned them. The first pass takes them as it takes a
+// made by the caller: rev as Revision returned it, then every rule of one
+// EachActive walk given to rows.Add. The first pass takes it as it takes a
 // background re-read, catching up with what changed since rev
 // (ChangedSince), instead of reading every row again: the daemon reads the
 // rules once at start, for the guardrails' check (whose withdrawals the
-// catching up then sees) and for this. rows is not kept. Seed must be
-// called before Run.
-func (r *Reconciler) Seed(rev int64, rows []store.Rule, at time.Time) {
+// catching up then sees) and for this. Seed must be called before Run; a
+// walk that failed is not given (the first pass then reads on its own).
+func (r *Reconciler) Seed(rev int64, rows *Rows, at time.Time) {
 	s := &snapshot{rev: rev, at: at}
-	s.index(rows)
+	s.index(rows.take())
 	r.seed = s
 }
 

@@ -84,7 +84,7 @@ func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 // row is what the reconciler keeps of a stored rule: what lifecycle,
 // validation, the path and the status write-back look at, and nothing of
 // its text, reason, actor, sites or timestamps (a third of the size).
-// ActiveRules already filters by site.
+// EachActive already filters by site.
 type row struct {
 	ID      int64
 	Match   flowspec.Match
@@ -275,12 +275,12 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if err != nil {
 			return false, false, err
 		}
-		rows, err := d.ActiveRules(ctx)
+		rows, err := readAll(ctx, d, len(c.byID))
 		if err != nil {
 			return false, false, err
 		}
 		c.rev, c.moves = rev, moves
-		c.load(rows)
+		c.loadRows(rows)
 		c.ok, c.fullAt = true, now
 		return true, true, nil
 	}
@@ -355,15 +355,15 @@ type snapshot struct {
 	rows    []row
 }
 
-// readSnapshot reads every active row of d and indexes them. It touches
-// nothing of the reconciler: it runs on its own goroutine while the loop
-// goes on.
-func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapshot {
+// readSnapshot reads every active row of d and indexes them; sizeHint is
+// the rows expected (the copy's, read on the loop). It touches nothing of
+// the reconciler: it runs on its own goroutine while the loop goes on.
+func readSnapshot(ctx context.Context, d Desired, now func() time.Time, sizeHint int) *snapshot {
 	s := &snapshot{at: now()}
 	if s.rev, s.err = d.Revision(ctx); s.err != nil {
 		return s
 	}
-	rows, err := d.ActiveRules(ctx)
+	rows, err := readAll(ctx, d, sizeHint)
 	if err != nil {
 		s.err = err
 		return s
@@ -373,11 +373,47 @@ func readSnapshot(ctx context.Context, d Desired, now func() time.Time) *snapsho
 	return s
 }
 
-// index compacts and indexes rows into s (rows is not kept).
-func (s *snapshot) index(rows []store.Rule) {
+// index indexes rows into s, pointing into them.
+func (s *snapshot) index(rows []row) {
 	var c source
-	c.load(rows)
+	c.loadRows(rows)
 	s.byID, s.byMatch, s.expiry, s.rows = c.byID, c.byMatch, c.expiry, c.rows
+}
+
+// Rows collects a complete read of the desired state compacted as it
+// streams from the store, for Reconciler.Seed: Add is EachActive's
+// callback (or called from it). The zero Rows is ready to use.
+type Rows struct {
+	rows []row
+}
+
+// Add compacts r (keeping none of it) into the read.
+func (rs *Rows) Add(r *store.Rule) {
+	rs.rows = append(rs.rows, rowOf(r))
+}
+
+// Len returns the rules added so far.
+func (rs *Rows) Len() int { return len(rs.rows) }
+
+// take returns the rows and empties rs.
+func (rs *Rows) take() []row {
+	out := rs.rows
+	rs.rows = nil
+	return out
+}
+
+// readAll reads every active row of d, compacting each as it arrives: the
+// read holds one store.Rule at a time, never the table. n is the expected
+// count (the copy's size), to size the rows at once.
+func readAll(ctx context.Context, d Desired, n int) ([]row, error) {
+	rs := Rows{rows: make([]row, 0, n)}
+	if err := d.EachActive(ctx, func(r *store.Rule) error {
+		rs.Add(r)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return rs.take(), nil
 }
 
 // sameLifecycle reports whether a and b, two readings of one rule, give
@@ -386,15 +422,6 @@ func (s *snapshot) index(rows []store.Rule) {
 func sameLifecycle(a, b *row) bool {
 	return a.Match == b.Match && a.Action == b.Action && a.expires == b.expires &&
 		a.flags&(rowWithdraw|rowFinal) == b.flags&(rowWithdraw|rowFinal)
-}
-
-// load replaces the copy with rows (compacted; rows is not kept).
-func (c *source) load(rows []store.Rule) {
-	compact := make([]row, len(rows))
-	for i := range rows {
-		compact[i] = rowOf(&rows[i])
-	}
-	c.loadRows(compact)
 }
 
 // loadRows replaces the copy with rows, pointing into them.

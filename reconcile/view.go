@@ -84,15 +84,11 @@ func (r *row) validate() error {
 	return nil
 }
 
-// newView applies the lifecycle and validate steps to rows at now.
-func newView(rows []store.Rule, now time.Time) view {
-	compact := make([]row, len(rows))
-	for i := range rows {
-		compact[i] = rowOf(&rows[i])
-	}
+// newViewRows applies the lifecycle and validate steps to rows at now.
+func newViewRows(rows []row, now time.Time) view {
 	return newViewOf(func(yield func(*row) bool) {
-		for i := range compact {
-			if !yield(&compact[i]) {
+		for i := range rows {
+			if !yield(&rows[i]) {
 				return
 			}
 		}
@@ -146,7 +142,7 @@ func (v *view) refresh(m flowspec.Match, rows []*row, now time.Time) {
 // row's ExpiresAt when the row is not retiring and expires.
 func (v *view) add(r *row, now time.Time) (expires time.Time, ok bool) {
 	if r.final() {
-		return time.Time{}, false // final already; ActiveRules should not return it
+		return time.Time{}, false // final already; EachActive should not give it
 	}
 	m := r.Match
 	if st, ok := r.retiring(now); ok {

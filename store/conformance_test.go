@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -45,6 +46,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("WithdrawManyAllInOneTransaction", func(t *testing.T) { testWithdrawMany(t, fresh) })
 	t.Run("IncidentsPerSiteBounded", func(t *testing.T) { testIncidents(t, fresh) })
 	t.Run("SetsNameTheirRules", func(t *testing.T) { testSets(t, fresh) })
+	t.Run("EachActiveStreamsTheActiveRules", func(t *testing.T) { testEachActive(t, fresh) })
 }
 
 func testUpsert(t *testing.T, fresh freshFunc) {
@@ -1153,5 +1155,137 @@ func testFinishClearsAnnounced(t *testing.T, fresh freshFunc) {
 	}
 	if g, _ := b.Get(ctx, r.ID); g.Announced {
 		t.Fatal("b still says announced after its own finish")
+	}
+}
+
+// EachActive hands over, one at a time and in id order, exactly the rules
+// ActiveRules names (this site's, active, withdrawals in progress
+// included) with their brief fields and this site's status;
+// what the callback copies out stays valid after the walk; its error
+// stops the walk; a cancelled walk fails (the rows seen are not desired
+// state); and a callback slower than the store's timeout is not taken
+// for a stalled database.
+func testEachActive(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	a, b := open(t, cfg, "a"), open(t, cfg, "b")
+	// More than the 1,024 rows after which the progress watch re-arms.
+	const n = 2500
+	in := make([]Input, 0, n)
+	for i := range n {
+		x := Input{Rule: rule(t, i+1, "discard"), Actor: "t"}
+		switch i % 5 {
+		case 1:
+			x.Rule = rule(t, i+1, "rate-limit 1000")
+			x.ExpiresAt = time.Now().Add(time.Hour)
+		case 2:
+			x.Sites = []string{"b"} // not a's
+		case 3:
+			x.Sites = []string{"a", "b"}
+		}
+		in = append(in, x)
+	}
+	stored, err := a.UpsertMany(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Withdraw(ctx, stored[4].ID, "t"); err != nil { // active, withdrawal requested
+		t.Fatal(err)
+	}
+	if _, err := a.Withdraw(ctx, stored[9].ID, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Finish(ctx, stored[9].ID, Withdrawn); err != nil { // final: not active
+		t.Fatal(err)
+	}
+	if err := a.SetStatus(ctx, []int64{stored[0].ID}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetStatus(ctx, []int64{stored[1].ID}, false, "peer refused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetStatus(ctx, []int64{stored[5].ID}, true, ""); err != nil { // b's status, not a's
+		t.Fatal(err)
+	}
+	// What EachActive must give, from List (every column, read apart).
+	all, err := a.List(ctx, Active)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Rule
+	for _, r := range slices.Backward(all) { // List is newest first
+		if len(r.Sites) > 0 && !slices.Contains(r.Sites, "a") {
+			continue
+		}
+		want = append(want, Rule{ID: r.ID, Rule: r.Rule, ExpiresAt: r.ExpiresAt, State: r.State,
+			WithdrawRequested: r.WithdrawRequested, Announced: r.Announced, LastError: r.LastError})
+	}
+	if len(want) != n-n/5-1 {
+		t.Fatalf("List: %d active rules at site a, want %d", len(want), n-n/5-1)
+	}
+	var got []Rule
+	if err := a.EachActive(ctx, func(r *Rule) error {
+		got = append(got, *r)
+		return nil
+	}); err != nil {
+		t.Fatalf("EachActive: %v", err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("EachActive gave %d rules, want %d", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.ID != w.ID || g.Rule != w.Rule || !g.ExpiresAt.Equal(w.ExpiresAt) || g.State != w.State ||
+			g.WithdrawRequested != w.WithdrawRequested || g.Announced != w.Announced || g.LastError != w.LastError {
+			t.Fatalf("EachActive's rule %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if got[0].ID != stored[0].ID || !got[0].Announced || got[1].LastError != "peer refused" {
+		t.Fatalf("this site's status not given: %+v, %+v", got[0], got[1])
+	}
+	if act, err := a.ActiveRules(ctx); err != nil || !slices.Equal(ids(act), ids(got)) {
+		t.Fatalf("ActiveRules = %v, %v; want EachActive's rules", ids(act), err)
+	}
+
+	// The callback's error stops the walk and is returned as it is.
+	stop := errors.New("stop here")
+	calls := 0
+	err = a.EachActive(ctx, func(*Rule) error {
+		if calls++; calls == 1500 {
+			return stop
+		}
+		return nil
+	})
+	if err != stop || calls != 1500 {
+		t.Fatalf("EachActive after its callback failed at row 1500: %v after %d calls", err, calls)
+	}
+
+	// Cancelled midway: an error, never a shorter desired state.
+	cctx, cancel := context.WithCancel(ctx)
+	calls = 0
+	err = a.EachActive(cctx, func(*Rule) error {
+		if calls++; calls == 100 {
+			cancel()
+		}
+		return nil
+	})
+	cancel()
+	if err == nil {
+		t.Fatalf("EachActive cancelled after 100 of %d rows returned no error (%d rows given)", len(want), calls)
+	}
+
+	// A slow callback is the caller's time, not a stalled database.
+	short := cfg
+	short.Timeout = 500 * time.Millisecond
+	c := open(t, short, "a")
+	calls = 0
+	err = c.EachActive(ctx, func(*Rule) error {
+		if calls++; calls == 1 || calls == 1500 {
+			time.Sleep(3 * short.Timeout) // a consumer busy on one row, not a synchronisation
+		}
+		return nil
+	})
+	if err != nil || calls != len(want) {
+		t.Fatalf("EachActive with a callback slower than the %v timeout: %v after %d of %d rows", short.Timeout, err, calls, len(want))
 	}
 }

@@ -24,9 +24,9 @@ import (
 //
 //   - refuses every write (*RefusedError, kind "corrupt"; the API's
 //     503) with a message naming the file and the next step;
-//   - fails the reads the reconciler makes (ActiveRules, Revision,
-//     ChangedSince), so that it keeps the desired state it holds and
-//     withdraws nothing; other reads (lists, a rule, history, status)
+//   - fails the reads the reconciler makes (EachActive, ActiveRules,
+//     Revision, ChangedSince), so that it keeps the desired state it
+//     holds and withdraws nothing; other reads (lists, a rule, history, status)
 //     are served as far as the file allows;
 //   - stays so until the process restarts on a good file.
 //

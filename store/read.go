@@ -87,14 +87,83 @@ func (s *Store) ActiveFrom(ctx context.Context, origin string) ([]Rule, error) {
 //
 // The rules are brief: ID, Rule, ExpiresAt, State, WithdrawRequested and
 // this site's Announced and LastError are set; Text, Reason, Actor,
-// Sites, CreatedAt and UpdatedAt are not (Get and List have them). It is
-// the reconciler's read, made at every start and resync.
+// Sites, CreatedAt and UpdatedAt are not (Get and List have them). It
+// holds the whole table at once (about 1 KB a rule): the reconciler and
+// the start read with EachActive, which does not.
 func (s *Store) ActiveRules(ctx context.Context) ([]Rule, error) {
-	if err := s.untrusted(); err != nil {
-		return nil, err // not the whole desired state (integrity.go)
+	var out []Rule
+	err := s.EachActive(ctx, func(r *Rule) error {
+		out = append(out, *r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return s.listWith(ctx, "read active rules", scanBrief, "SELECT "+briefCols+ruleFrom+
+	return out, nil
+}
+
+// EachActive calls fn with every rule ActiveRules returns, in the same
+// order and as brief, one at a time as the database sends them: a full
+// read costs the memory of one rule, not of the table (at a million
+// rules, ActiveRules's slice alone is over a gigabyte). It is the
+// reconciler's read, made at every start and resync.
+//
+// fn is given the same *Rule every time, overwritten by the next row: it
+// may keep the values it copies out of it (the Rule, a Match, an Action,
+// a string, a time: none of them is reused), never the pointer. An error
+// from fn stops the walk and is returned unchanged.
+//
+// Any other error means desired state is unknown, never empty: the rows
+// fn was given are not the whole of it, whatever their number, and the
+// caller must not act on the absence of a rule from them. So does a
+// store found corrupt or lost while the walk ran (checked again at its
+// end).
+//
+// The read is bounded by its progress, not its total time (progressWatch):
+// it fails once the database has sent no row for the store's timeout.
+// Time spent in fn is not counted as the database's; the read holds a
+// database connection (and, on SQLite, a read snapshot) until it ends,
+// so fn should not wait long.
+func (s *Store) EachActive(ctx context.Context, fn func(*Rule) error) error {
+	const op = "read active rules"
+	if err := s.untrusted(); err != nil {
+		return err // not the whole desired state (integrity.go)
+	}
+	cctx, w := s.progressCall(ctx)
+	defer w.stop()
+	rs, err := s.eng.reader().query(cctx, "SELECT "+briefCols+ruleFrom+
 		" WHERE r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, s.site)
+	if err != nil {
+		return s.wrap(ctx, op, w.why(err))
+	}
+	defer rs.Close()
+	var r Rule
+	b := newBriefScan(&r)
+	for rs.Next() {
+		// A driver may hand over rows it already received after the
+		// context ended (pgx does): the walk stops at the next check.
+		if w.row() {
+			if err := cctx.Err(); err != nil {
+				return s.wrap(ctx, op, w.why(err))
+			}
+		}
+		if err := b.scan(rs); err != nil {
+			return s.wrap(ctx, op, w.why(err))
+		}
+		w.handing()
+		err := fn(&r)
+		w.handed()
+		if err != nil {
+			return err
+		}
+	}
+	if err := rs.Err(); err != nil {
+		return s.wrap(ctx, op, w.why(err))
+	}
+	if err := cctx.Err(); err != nil {
+		return s.wrap(ctx, op, w.why(err))
+	}
+	return s.untrusted()
 }
 
 func (s *Store) list(ctx context.Context, op, q string, args ...any) ([]Rule, error) {
@@ -141,6 +210,26 @@ type progressWatch struct {
 	cancel context.CancelFunc
 	// stalled is set (before cancel) when the watch fired.
 	stalled atomic.Bool
+	// caller is callerBusy while the caller handles a row (EachActive's
+	// fn); the timer firing then only marks it callerLate.
+	caller atomic.Int32
+}
+
+const (
+	callerIdle = iota
+	callerBusy
+	callerLate // busy, and the timer fired meanwhile
+)
+
+// handing notes that the caller handles a row from now on.
+func (w *progressWatch) handing() { w.caller.Store(callerBusy) }
+
+// handed notes that the caller is done with its row: if the timer fired
+// meanwhile, the database gets a whole timeout again from now.
+func (w *progressWatch) handed() {
+	if w.caller.Swap(callerIdle) == callerLate {
+		w.t.Reset(w.d)
+	}
 }
 
 // progressCall returns a context for a read that progressWatch bounds.
@@ -148,6 +237,9 @@ func (s *Store) progressCall(ctx context.Context) (context.Context, *progressWat
 	cctx, cancel := context.WithCancel(ctx)
 	w := &progressWatch{d: s.timeout, cancel: cancel}
 	w.t = time.AfterFunc(w.d, func() {
+		if w.caller.CompareAndSwap(callerBusy, callerLate) {
+			return // the caller's time, not the database's: see handed
+		}
 		w.stalled.Store(true)
 		cancel()
 	})
@@ -155,12 +247,15 @@ func (s *Store) progressCall(ctx context.Context) (context.Context, *progressWat
 }
 
 // row notes progress; the timer is re-armed every 1,024 rows, so a read
-// may last a timeout per 1,024 rows at the slowest.
-func (w *progressWatch) row() {
+// may last a timeout per 1,024 rows at the slowest. It reports whether it
+// re-armed it.
+func (w *progressWatch) row() bool {
 	w.n++
 	if w.n&1023 == 0 {
 		w.t.Reset(w.d)
+		return true
 	}
+	return false
 }
 
 func (w *progressWatch) stop() {

@@ -45,7 +45,7 @@ func (s *Store) ServerMoves() uint64 {
 }
 
 // Revision returns the newest revision: one indexed lookup. A reader that
-// reads it before a full ActiveRules read and then asks ChangedSince(rev)
+// reads it before a full read (EachActive) and then asks ChangedSince(rev)
 // misses nothing.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
 	if err := s.untrusted(); err != nil {

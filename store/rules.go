@@ -33,20 +33,42 @@ const briefCols = `r.id, r.family, r.nlri, r.communities, r.expires_at, r.state,
 
 // scanBrief reads one row of briefCols.
 func scanBrief(rw row) (Rule, error) {
-	var (
-		r           Rule
-		fam         int64
-		nlri, comms []byte
-		expires     dbTime
-		state       string
-	)
-	if err := rw.Scan(&r.ID, &fam, &nlri, &comms, &expires, &state, &r.WithdrawRequested, &r.Announced, &r.LastError); err != nil {
+	var r Rule
+	if err := newBriefScan(&r).scan(rw); err != nil {
 		return Rule{}, err
 	}
-	r.ExpiresAt = expires.t
-	r.State = State(state)
-	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
 	return r, nil
+}
+
+// briefScan reads rows of briefCols into one Rule, with scan targets made
+// once: a walk of a million rows (EachActive) then makes no garbage of
+// its own per row beyond what the driver hands over.
+type briefScan struct {
+	r           *Rule
+	fam         int64
+	nlri, comms []byte
+	expires     dbTime
+	state       string
+	args        []any
+}
+
+func newBriefScan(r *Rule) *briefScan {
+	b := &briefScan{r: r}
+	b.args = []any{&r.ID, &b.fam, &b.nlri, &b.comms, &b.expires, &b.state, &r.WithdrawRequested, &r.Announced, &r.LastError}
+	return b
+}
+
+// scan reads one row into b.r, overwriting every field a brief rule has;
+// the others are left as they were.
+func (b *briefScan) scan(rw row) error {
+	if err := rw.Scan(b.args...); err != nil {
+		return err
+	}
+	r := b.r
+	r.ExpiresAt = b.expires.t
+	r.State = State(b.state)
+	r.Rule = decodeRule(flowspec.Family(b.fam), b.nlri, b.comms)
+	return nil
 }
 
 // scanRule reads one row of ruleCols.
