@@ -35,12 +35,18 @@ func mb(v int64) float64 { return float64(v) / (1 << 20) }
 // raw GoBGP with AddPath (2,000 native paths per call) until BIRD holds
 // all N. Also the RSS of each process holding the N paths (settled 3 s
 // after BIRD had them), the RSS growth per path over the same process with
-// an empty table, and the UPDATE messages that crossed the wire (a
-// wireCounter between speaker and BIRD).
+// an empty table, the UPDATE messages that crossed the wire (a
+// wireCounter between speaker and BIRD), and the CPU time the speaker's
+// process used from the first write until BIRD held all N (cpu-s; BIRD's
+// own as bird-cpu-s): on a shared machine they say what the load cost
+// when the wall-clock figures are noisy.
 func BenchmarkBulk(b *testing.B) {
 	n := benchRules(b)
 	var wc *wireCounter
+	var cpu, birdCPU time.Duration
 	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
+		b.ReportMetric(cpu.Seconds(), "cpu-s")
+		b.ReportMetric(birdCPU.Seconds(), "bird-cpu-s")
 		b.ReportMetric(float64(wc.Updates()), "updates")
 		b.ReportMetric(float64(n), "rules")
 		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
@@ -59,11 +65,13 @@ func BenchmarkBulk(b *testing.B) {
 			d, bird, wc = startBenchPairCounted(b, true)
 			rss0, _, _ := settledRSS(b, d.pid(), nil)
 			b.StartTimer()
+			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			addRules(b, d.client, 0, n, apiBatch, "")
 			write := time.Since(t0)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
+			cpu, birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			report(b, el, write, rss0, cur, early, peak)
 		}
@@ -78,10 +86,12 @@ func BenchmarkBulk(b *testing.B) {
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
 			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			b.StartTimer()
+			cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
+			cpu, birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, early, peak)
 		}
