@@ -36,7 +36,8 @@
 // of queueing writes behind it (lock.go).
 //
 // Early announcement: a single rule desired at this site may be handed to
-// the speaker while its commit runs (time to mitigate), but only after
+// the speaker ahead of its commit (time to mitigate; the commit starts
+// once the speaker has taken it, reconcile.EarlyWait), but only after
 // every check above passed and only while the store says the commit is
 // expected to succeed (Config.EarlyReady, the store's EarlyOK: the input
 // is one it takes, no failed or hung commit, room on disk).
@@ -48,7 +49,7 @@
 //
 // Early withdrawal, the same contract the other way: a single withdrawal
 // (Withdraw, WithdrawMatch) of an active rule of this site takes its
-// path off the speaker while the commit runs, only while the store
+// path off the speaker ahead of the commit, only while the store
 // expects that commit (Config.EarlyWithdrawReady, the store's
 // EarlyWithdrawOK), and the commit is then not abandoned with the
 // client. Should the store refuse it after all, the write settles at

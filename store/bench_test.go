@@ -221,3 +221,45 @@ func BenchmarkChangedSinceOne(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkQuotaCounts measures the quota reads a single write makes
+// before its UPDATE may leave, with 100,000 active rules: the lookup of
+// its Match alone (no quota set), with [guardrails] max_active_rules (a
+// count of every active rule), and with a scoped token's
+// max_active_rules (a count of its rules; here all of them).
+func BenchmarkQuotaCounts(b *testing.B) {
+	const n, batch = 100_000, 10_000
+	for _, e := range benchEngines {
+		b.Run(e.name, func(b *testing.B) {
+			s := open(b, e.fresh(b), "a")
+			ctx := ctxT(b)
+			rs := benchRules(b, n+1)
+			for lo := 0; lo < n; lo += batch {
+				ins := make([]Input, 0, batch)
+				for _, r := range rs[lo : lo+batch] {
+					ins = append(ins, Input{Rule: r, Actor: "token"})
+				}
+				if _, err := s.UpsertMany(ctx, ins); err != nil {
+					b.Fatal(err)
+				}
+			}
+			m := []flowspec.Match{rs[n].Match}
+			for _, q := range []struct {
+				name string
+				q    QuotaQuery
+			}{
+				{"match", QuotaQuery{Matches: m}},
+				{"total", QuotaQuery{Total: true, Matches: m}},
+				{"actor", QuotaQuery{Actor: "token", Matches: m}},
+			} {
+				b.Run(q.name, func(b *testing.B) {
+					for range b.N {
+						if _, err := s.QuotaCounts(ctx, q.q); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
