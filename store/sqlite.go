@@ -444,7 +444,9 @@ func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []an
 			if byKey == nil {
 				byKey = make(map[string]int, len(part))
 				for j, a := range part {
-					byKey[matchKey(a[0].(int64), a[1].([]byte))] = j
+					f, _ := a[0].(int64)
+					b, _ := a[1].([]byte)
+					byKey[matchKey(f, b)] = j
 				}
 			}
 			j, found := byKey[matchKey(family, nlri)]
