@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -57,4 +58,44 @@ func FuzzRuleListJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Every field of Rule is written by appendJSON: a field added to Rule
+// but not to appendJSON fails here, set or not (an omitempty field
+// missed would otherwise go unnoticed while it is empty).
+func TestRuleJSONWritesEveryField(t *testing.T) {
+	for _, set := range []bool{false, true} {
+		var r Rule
+		v := reflect.ValueOf(&r).Elem()
+		for i := range v.NumField() {
+			f := v.Field(i)
+			if !set {
+				continue
+			}
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString("x")
+			case reflect.Int, reflect.Int64:
+				f.SetInt(7)
+			case reflect.Bool:
+				f.SetBool(true)
+			case reflect.Slice:
+				f.Set(reflect.ValueOf([]string{"a", "b"}))
+			case reflect.Struct, reflect.Pointer:
+				tm := time.Date(2026, 11, 26, 1, 2, 3, 4000, time.UTC)
+				if f.Kind() == reflect.Pointer {
+					f.Set(reflect.ValueOf(&tm))
+				} else {
+					f.Set(reflect.ValueOf(tm))
+				}
+			default:
+				t.Fatalf("field %s of kind %s: teach this test (and appendJSON) about it", v.Type().Field(i).Name, f.Kind())
+			}
+		}
+		want := encodingJSON(t, RuleList{Rules: []Rule{r}})
+		got, ok := RuleList{Rules: []Rule{r}}.appendJSON(nil)
+		if !ok || string(got)+"\n" != want {
+			t.Fatalf("appendJSON (ok %v):\n%s\nencoding/json:\n%s", ok, got, want)
+		}
+	}
 }
