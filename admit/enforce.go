@@ -30,7 +30,7 @@ func (g *Gate) Enforce(ctx context.Context) ([]guard.Withdrawal, error) {
 }
 
 // EnforceAmong is Enforce over rules, a reading of the store's active
-// rules (ActiveRules) the caller already made: the daemon's start reads
+// rules (EachActive) the caller already made: the daemon's start reads
 // them once for this and for the reconciler's first pass (which then
 // catches up with what changed since, these withdrawals included). A rule
 // changed after that reading is left for the next check, as in Enforce.

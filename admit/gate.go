@@ -28,8 +28,9 @@ type Store interface {
 	// GetBrief returns a rule without its text, reason, times and
 	// status: what a withdrawal checks.
 	GetBrief(ctx context.Context, id int64) (store.Rule, error)
-	// ActiveRules returns the active rules, brief (no reason or sites).
-	ActiveRules(ctx context.Context) ([]store.Rule, error)
+	// EachActive walks the active rules, brief (no reason or sites), one
+	// reused Rule at a time.
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 	// ActiveFrom returns the active rules a configuration declared.
 	ActiveFrom(ctx context.Context, origin string) ([]store.Rule, error)
 	// Sites returns the sites registered so far, sorted.

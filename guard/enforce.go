@@ -17,8 +17,9 @@ const Actor = "guardrail"
 // Reader is what Breaking reads of the store (implemented by
 // *store.Store).
 type Reader interface {
-	// ActiveRules returns the active rules, brief (no reason or sites).
-	ActiveRules(ctx context.Context) ([]store.Rule, error)
+	// EachActive walks the active rules, brief (no reason or sites), one
+	// reused Rule at a time (store.Store.EachActive).
+	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 	Get(ctx context.Context, id int64) (store.Rule, error)
 }
 
@@ -41,34 +42,20 @@ type Withdrawal struct {
 // them was checked when it loaded (CheckStatic). Rules expiring anyway
 // are left to expire.
 //
-// A Reader that can walk the active rules (store.Store's EachActive) is
-// walked, keeping only the rules that break a guardrail: at a million
-// rules, ActiveRules's reading alone is over a gigabyte.
+// The store is walked, keeping only the rules that break a guardrail: at
+// a million rules, a reading of the whole table is over a gigabyte.
 func Breaking(ctx context.Context, st Reader, l *config.Guardrails, now time.Time) ([]Withdrawal, error) {
 	var rules []store.Rule
-	if w, ok := st.(walker); ok {
-		err := w.EachActive(ctx, func(r *store.Rule) error {
-			if Breaks(l, r, now) {
-				rules = append(rules, *r)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
+	err := st.EachActive(ctx, func(r *store.Rule) error {
+		if Breaks(l, r, now) {
+			rules = append(rules, *r)
 		}
-	} else {
-		var err error
-		if rules, err = st.ActiveRules(ctx); err != nil {
-			return nil, err
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return BreakingAmong(ctx, st, rules, l, now)
-}
-
-// walker is a Reader that walks the active rules one at a time
-// (store.Store.EachActive).
-type walker interface {
-	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 }
 
 // BreakingAmong is Breaking over rules, a reading of st's active rules
@@ -83,7 +70,7 @@ func BreakingAmong(ctx context.Context, st Reader, rules []store.Rule, l *config
 		if breaks(l, &rules[i], now) == nil {
 			continue
 		}
-		// ActiveRules is brief: the reason and origin come from the
+		// The reading is brief: the reason and origin come from the
 		// full rule, which is checked again as it is now (the reading
 		// may be older) and withdrawn only as it is now (UpdatedAt).
 		full, err := st.Get(ctx, rules[i].ID)
