@@ -368,6 +368,20 @@ func (f *fakeRules) ActiveRules(ctx context.Context) ([]store.Rule, error) {
 	return rules, err
 }
 
+// EachActive walks the active rules, oldest first.
+func (f *fakeRules) EachActive(ctx context.Context, fn func(*store.Rule) error) error {
+	rules, err := f.ActiveRules(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range rules {
+		if err := fn(&rules[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ActiveFrom returns the active rules origin declared.
 func (f *fakeRules) ActiveFrom(ctx context.Context, origin string) ([]store.Rule, error) {
 	rules, err := f.ActiveRules(ctx)
