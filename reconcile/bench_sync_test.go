@@ -189,32 +189,13 @@ func BenchmarkStatusReport100k(b *testing.B) {
 		for i := range rows {
 			sb.set(rows[i].ID, want, "")
 		}
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		base := ms.HeapAlloc
-		stop, most := make(chan struct{}), make(chan uint64)
-		go func() {
-			var m uint64
-			for {
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				m = max(m, ms.HeapAlloc)
-				select {
-				case <-stop:
-					most <- m
-					return
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}()
+		base, stop := watchHeapPeak()
 		b.StartTimer()
 		if _, err := sb.flush(context.Background(), st, &src, time.Now); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		close(stop)
-		peak = max(peak, float64(<-most-base)/(1<<20))
+		peak = max(peak, float64(stop()-base)/(1<<20))
 		b.StartTimer()
 	}
 	b.ReportMetric(peak, "MB-heap-peak")
@@ -235,34 +216,17 @@ func BenchmarkFullRead100k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		b.StopTimer()
-		var ms runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms)
-		base := ms.HeapAlloc
-		stop, most := make(chan struct{}), make(chan uint64)
-		go func() {
-			var m uint64
-			for {
-				var ms runtime.MemStats
-				runtime.ReadMemStats(&ms)
-				m = max(m, ms.HeapAlloc)
-				select {
-				case <-stop:
-					most <- m
-					return
-				case <-time.After(time.Millisecond):
-				}
-			}
-		}()
+		base, stop := watchHeapPeak()
 		b.StartTimer()
 		snap := readSnapshot(ctx, st, time.Now, 0)
 		b.StopTimer()
-		close(stop)
+		most := stop()
 		if snap.err != nil || len(snap.byID) != n {
 			b.Fatalf("read %d rules: %v", len(snap.byID), snap.err)
 		}
 		read += snap.took
-		peak = max(peak, float64(<-most-base)/(1<<20))
+		peak = max(peak, float64(most-base)/(1<<20))
+		var ms runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&ms)
 		kept = float64(ms.HeapAlloc-base) / (1 << 20)
@@ -333,4 +297,29 @@ func BenchmarkStartLoad100k(b *testing.B) {
 			}
 		})
 	}
+}
+
+// watchHeapPeak collects garbage, then reads the live heap every
+// millisecond until stop is called: base is the heap before, stop returns
+// the highest seen.
+func watchHeapPeak() (base uint64, stop func() uint64) {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	done, most := make(chan struct{}), make(chan uint64)
+	go func() {
+		var m uint64
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			m = max(m, ms.HeapAlloc)
+			select {
+			case <-done:
+				most <- m
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return ms.HeapAlloc, func() uint64 { close(done); return <-most }
 }
