@@ -1274,14 +1274,16 @@ func testEachActive(t *testing.T, fresh freshFunc) {
 		t.Fatalf("EachActive cancelled after 100 of %d rows returned no error (%d rows given)", len(want), calls)
 	}
 
-	// A slow callback is the caller's time, not a stalled database.
+	// A slow callback is the caller's time, not a stalled database: the
+	// store's clock moves three timeouts on while the caller holds a row.
 	short := cfg
-	short.Timeout = 500 * time.Millisecond
+	clk := clock.NewFake(time.Now())
+	short.Timeout, short.Clock = 500*time.Millisecond, clk
 	c := open(t, short, "a")
 	calls = 0
 	err = c.EachActive(ctx, func(*Rule) error {
 		if calls++; calls == 1 || calls == 1500 {
-			time.Sleep(3 * short.Timeout) // a consumer busy on one row, not a synchronisation
+			clk.Advance(3 * short.Timeout)
 		}
 		return nil
 	})

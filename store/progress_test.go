@@ -3,6 +3,8 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/ribkeeper/ribkeeper/clock"
 )
 
 // A full read is bounded by its progress, not its total time: a table
@@ -24,21 +26,21 @@ func TestFullReadBoundedByProgress(t *testing.T) {
 		}
 	}
 	// A store of its own on the same file with a call timeout of a
-	// second, and a reader that takes 300 ms over every 10,000 rows: the
-	// walk lasts over three timeouts, while the database sends rows all
-	// along (a loaded machine pauses a read for well over 100 ms now and
-	// then, so the database's own speed cannot make the walk long).
-	cfg.Timeout = time.Second
+	// second on a clock the test drives, and a reader that takes 350 ms
+	// of it over every 10,000 rows: the walk lasts over three timeouts,
+	// while the database sends rows all along.
+	clk := clock.NewFake(time.Now())
+	cfg.Timeout, cfg.Clock = time.Second, clk
 	short := open(t, cfg, "a")
-	start := time.Now()
+	start := clk.Now()
 	got := 0
 	err := short.EachActive(ctx, func(*Rule) error {
 		if got++; got%10_000 == 0 {
-			time.Sleep(300 * time.Millisecond) // the reader's own time, not a synchronisation
+			clk.Advance(350 * time.Millisecond)
 		}
 		return nil
 	})
-	took := time.Since(start)
+	took := clk.Now().Sub(start)
 	t.Logf("read %d rows in %v with a %v timeout", got, took, cfg.Timeout)
 	if err != nil {
 		t.Fatalf("full read with a %v timeout: %v", cfg.Timeout, err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/clock"
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
 
@@ -202,66 +203,81 @@ func (s *Store) listWith(ctx context.Context, op string, scan func(row) (Rule, e
 // fixed deadline failed every full read there, so a restart announced
 // nothing), yet a hung database is still noticed within one timeout.
 
-// progressWatch cancels its read when rows stop coming.
+// progressWatch cancels its read when rows stop coming. It runs on the
+// store's clock: the read notes its progress (row, handed) and, each time
+// the timer fires, the watch looks at how long ago that was; while the
+// caller handles a row the time is the caller's, not the database's.
 type progressWatch struct {
-	d      time.Duration
-	t      *time.Timer
-	n      int
-	cancel context.CancelFunc
-	// stalled is set (before cancel) when the watch fired.
+	d     time.Duration
+	clock clock.Clock
+	t     clock.Timer
+	n     int
+	done  chan struct{}
+	// last is when the read last made progress (unix ns on clock).
+	last atomic.Int64
+	// busy is set while the caller handles a row (EachActive's fn).
+	busy atomic.Bool
+	// stalled is set (before the read is cancelled) when the watch gave up.
 	stalled atomic.Bool
-	// caller is callerBusy while the caller handles a row (EachActive's
-	// fn); the timer firing then only marks it callerLate.
-	caller atomic.Int32
 }
-
-const (
-	callerIdle = iota
-	callerBusy
-	callerLate // busy, and the timer fired meanwhile
-)
 
 // handing notes that the caller handles a row from now on.
-func (w *progressWatch) handing() { w.caller.Store(callerBusy) }
+func (w *progressWatch) handing() { w.busy.Store(true) }
 
-// handed notes that the caller is done with its row: if the timer fired
-// meanwhile, the database gets a whole timeout again from now.
+// handed notes that the caller is done with its row: the database gets a
+// whole timeout again from now.
 func (w *progressWatch) handed() {
-	if w.caller.Swap(callerIdle) == callerLate {
-		w.t.Reset(w.d)
-	}
+	w.progress()
+	w.busy.Store(false)
 }
+
+func (w *progressWatch) progress() { w.last.Store(w.clock.Now().UnixNano()) }
 
 // progressCall returns a context for a read that progressWatch bounds.
 func (s *Store) progressCall(ctx context.Context) (context.Context, *progressWatch) {
 	cctx, cancel := context.WithCancel(ctx)
-	w := &progressWatch{d: s.timeout, cancel: cancel}
-	w.t = time.AfterFunc(w.d, func() {
-		if w.caller.CompareAndSwap(callerBusy, callerLate) {
-			return // the caller's time, not the database's: see handed
+	w := &progressWatch{d: s.timeout, clock: s.clock, t: s.clock.NewTimer(), done: make(chan struct{})}
+	w.progress()
+	w.t.Reset(w.d)
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-w.t.C():
+			}
+			idle := w.clock.Now().Sub(time.Unix(0, w.last.Load()))
+			switch {
+			case w.busy.Load():
+				w.t.Reset(w.d) // the caller's time: judge again later
+			case idle < w.d:
+				w.t.Reset(w.d - idle)
+			default:
+				w.stalled.Store(true)
+				return
+			}
 		}
-		w.stalled.Store(true)
-		cancel()
-	})
+	}()
 	return cctx, w
 }
 
-// row notes progress; the timer is re-armed every 64 rows, so a read may
-// last a timeout per 64 rows at the slowest (1,024 failed now and then
-// on a loaded machine: a scheduling or collection pause is not a stalled
-// database; the re-arming costs about 2 ms a million rows). It reports,
-// every 1,024 rows, that it is time to check the read's context.
+// row notes progress every 64 rows (a scheduling or collection pause on
+// a loaded machine is not a stalled database: 1,024 failed now and then).
+// It reports, every 1,024 rows, that it is time to check the read's
+// context.
 func (w *progressWatch) row() (check bool) {
 	w.n++
 	if w.n&63 == 0 {
-		w.t.Reset(w.d)
+		w.progress()
 	}
 	return w.n&1023 == 0
 }
 
+// stop ends the watch and the read's context.
 func (w *progressWatch) stop() {
 	w.t.Stop()
-	w.cancel()
+	close(w.done)
 }
 
 // why names a read the watch cut short as the timeout it is.
