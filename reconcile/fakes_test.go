@@ -54,24 +54,30 @@ func (s *fakeStore) Revision(ctx context.Context) (int64, error) {
 	return s.rev, nil
 }
 
-func (s *fakeStore) ChangedSince(ctx context.Context, rev int64) (store.Delta, error) {
+func (s *fakeStore) EachChangedSince(ctx context.Context, rev int64, fn func(*store.Rule) error) (store.Changes, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
-		return store.Delta{}, s.readErr
+		return store.Changes{}, s.readErr
 	}
-	d := store.Delta{Next: max(rev, s.rev)}
+	ch := store.Changes{Next: max(rev, s.rev)}
+	var r store.Rule
 	for id, at := range s.changed {
 		if at <= rev {
 			continue
 		}
-		if r := s.rules[id]; r != nil && r.State == store.Active {
-			d.Active = append(d.Active, *r)
+		if x := s.rules[id]; x != nil && x.State == store.Active {
+			// One Rule, scribbled over after each call, as the store's.
+			r = *x
+			if err := fn(&r); err != nil {
+				return store.Changes{}, err
+			}
+			r = store.Rule{ID: -1, LastError: "reused", State: store.Withdrawn}
 		} else {
-			d.Gone = append(d.Gone, id)
+			ch.Gone = append(ch.Gone, id)
 		}
 	}
-	return d, nil
+	return ch, nil
 }
 
 func (s *fakeStore) notify() {

@@ -59,10 +59,13 @@ type Desired interface {
 	// table as store.Rules (a full read of a million rules would).
 	EachActive(ctx context.Context, fn func(*store.Rule) error) error
 	// Revision returns the newest revision: read before EachActive,
-	// ChangedSince(it) afterwards misses nothing.
+	// EachChangedSince(it) afterwards misses nothing.
 	Revision(ctx context.Context) (int64, error)
-	// ChangedSince returns the rules changed after rev.
-	ChangedSince(ctx context.Context, rev int64) (store.Delta, error)
+	// EachChangedSince calls fn with each rule changed after rev that is
+	// active for this site, as EachActive does (the same *store.Rule each
+	// time), and returns the changed rules no longer active and the
+	// revision the changes cover.
+	EachChangedSince(ctx context.Context, rev int64, fn func(*store.Rule) error) (store.Changes, error)
 	// FinishMany makes each rule final (Withdrawn or Expired) and clears
 	// this site's announced status, once the mirror shows its path gone;
 	// idempotent. errs[i] is items[i]'s outcome; err is set when the

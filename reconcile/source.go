@@ -46,6 +46,8 @@ type source struct {
 	rows       []row
 	extra      []*row
 	staleExtra int
+	// scratch holds the rows of the last incremental read, for reuse.
+	scratch []row
 }
 
 type statusWrite struct {
@@ -244,14 +246,14 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if snap.err != nil {
 			return false, false, snap.err
 		}
-		delta, err := d.ChangedSince(ctx, snap.rev)
+		delta, err := c.changedSince(ctx, d, snap.rev)
 		if err != nil {
 			return false, false, err
 		}
 		old := c.byID
 		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
 		c.rows, c.extra, c.staleExtra = snap.rows, nil, 0
-		c.rev = max(snap.rev, delta.Next)
+		c.rev = max(snap.rev, delta.next)
 		// Status writes move no revision: the snapshot does not hold
 		// those that returned after it started, and the catching up
 		// below does not re-read them. What was written takes precedence.
@@ -284,21 +286,50 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		c.ok, c.fullAt = true, now
 		return true, true, nil
 	}
-	delta, err := d.ChangedSince(ctx, c.rev)
+	delta, err := c.changedSince(ctx, d, c.rev)
 	if err != nil {
 		return false, false, err
 	}
-	c.rev = max(c.rev, delta.Next)
+	c.rev = max(c.rev, delta.next)
 	if !c.apply(delta, dirty) {
 		return false, false, nil
 	}
 	return true, false, nil
 }
 
+// delta is what changed in the desired rows after a revision, compacted
+// as it streamed from the store (source.changedSince).
+type delta struct {
+	active []row
+	gone   []int64
+	next   int64
+}
+
+// changedSince reads what changed after rev, compacting each rule as it
+// arrives (a bulk load's million changes are never held as store.Rules).
+// The rows go into the source's scratch, reused by the next read: the
+// delta is good until then.
+func (c *source) changedSince(ctx context.Context, d Desired, rev int64) (delta, error) {
+	active := c.scratch[:0]
+	ch, err := d.EachChangedSince(ctx, rev, func(r *store.Rule) error {
+		active = append(active, rowOf(r))
+		return nil
+	})
+	if cap(active) > bigScratch {
+		c.scratch = nil // a burst's rows are not kept until the next
+	} else {
+		c.scratch = active[:0]
+	}
+	if err != nil {
+		return delta{}, err
+	}
+	return delta{active: active, gone: ch.Gone, next: ch.Next}, nil
+}
+
 // apply brings the copy up to date with delta and reports whether any
 // row changed in what a pass looks at.
-func (c *source) apply(delta store.Delta, dirty func(flowspec.Match)) (changed bool) {
-	for _, id := range delta.Gone {
+func (c *source) apply(delta delta, dirty func(flowspec.Match)) (changed bool) {
+	for _, id := range delta.gone {
 		if old, ok := c.byID[id]; ok {
 			changed = true
 			dirty(old.Match)
@@ -307,8 +338,8 @@ func (c *source) apply(delta store.Delta, dirty func(flowspec.Match)) (changed b
 			c.stale(old)
 		}
 	}
-	for i := range delta.Active {
-		r := rowOf(&delta.Active[i])
+	for i := range delta.active {
+		r := delta.active[i]
 		old, ok := c.byID[r.ID]
 		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions

@@ -12,6 +12,15 @@ import (
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
+// deltaOf compacts d as source.changedSince does.
+func deltaOf(d store.Delta) delta {
+	out := delta{gone: d.Gone, next: d.Next}
+	for i := range d.Active {
+		out.active = append(out.active, rowOf(&d.Active[i]))
+	}
+	return out
+}
+
 // TestCompactRows: after many rows came in incrementally (and some left
 // or changed), compactRows puts every live row in one slice, byID points
 // into it, and nothing else about the copy changes.
@@ -28,9 +37,9 @@ func TestCompactRows(t *testing.T) {
 		delta.Active = append(delta.Active, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), State: store.Active})
 	}
 	delta.Gone = []int64{3, 20, 21}
-	c.apply(delta, nop)
+	c.apply(deltaOf(delta), nop)
 	// A changed row: replaced by a copy in extra.
-	c.apply(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}, nop)
+	c.apply(deltaOf(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}), nop)
 	c.byID[40].flags |= rowSeen
 
 	want := make(map[int64]row, len(c.byID))
@@ -57,7 +66,7 @@ func TestCompactRows(t *testing.T) {
 	}
 	// Below the threshold (fewer extra rows than rows): left alone.
 	rows := c.rows
-	c.apply(store.Delta{Active: []store.Rule{{ID: 99999, Rule: testRule(t, 99998, discard()), State: store.Active}}}, nop)
+	c.apply(deltaOf(store.Delta{Active: []store.Rule{{ID: 99999, Rule: testRule(t, 99998, discard()), State: store.Active}}}), nop)
 	c.compactRows()
 	if len(c.extra) != 1 || &c.rows[0] != &rows[0] {
 		t.Fatal("compacted a copy with few new rows")

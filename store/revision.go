@@ -60,54 +60,114 @@ func (s *Store) Revision(ctx context.Context) (int64, error) {
 
 // ChangedSince returns the rules changed by history entries after rev. When
 // nothing changed it costs one indexed lookup. Rules changed again while it
-// runs may show their newer state; they show again in the next delta.
+// runs may show their newer state; they show again in the next delta. It
+// holds every changed rule at once; EachChangedSince streams them.
 func (s *Store) ChangedSince(ctx context.Context, rev int64) (Delta, error) {
-	next, err := s.Revision(ctx)
+	var d Delta
+	ch, err := s.EachChangedSince(ctx, rev, func(r *Rule) error {
+		d.Active = append(d.Active, *r)
+		return nil
+	})
 	if err != nil {
 		return Delta{}, err
 	}
-	d := Delta{Next: next}
-	if next <= rev {
-		d.Next = rev
-		return d, nil
+	d.Gone, d.Next = ch.Gone, ch.Next
+	return d, nil
+}
+
+// Changes is what EachChangedSince returns besides the rules it streams.
+type Changes struct {
+	// Gone holds the ids of changed rules that are no longer active for
+	// this site (final, no longer targeting it, or deleted), in id order.
+	Gone []int64
+	// Next is the newest revision the changes cover.
+	Next int64
+}
+
+// EachChangedSince calls fn with every rule changed by history entries
+// after rev that is active for this site now, brief and with this site's
+// status, in id order, one at a time as EachActive does (the same *Rule
+// each time: copy values out, never keep it), and returns the changed
+// rules that are no longer active. A reader that follows a million
+// changes (a bulk load) holds one rule at a time, not a million. An
+// error from fn ends the read and is returned as it is. The read is
+// bounded by its progress, as EachActive's.
+func (s *Store) EachChangedSince(ctx context.Context, rev int64, fn func(*Rule) error) (Changes, error) {
+	const op = "read changed rules"
+	next, err := s.Revision(ctx)
+	if err != nil {
+		return Changes{}, err
 	}
-	cctx, cancel := s.call(ctx, 1+int(min(next-rev, 1<<20)/1000))
-	defer cancel()
-	const changed = `SELECT DISTINCT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status'`
+	if next <= rev {
+		return Changes{Next: rev}, nil
+	}
+	cctx, w := s.progressCall(ctx)
+	defer w.stop()
+	const changed = `SELECT DISTINCT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status' ORDER BY rule_id`
 	rs, err := s.eng.reader().query(cctx, changed, rev, next)
 	if err != nil {
-		return Delta{}, s.wrap(ctx, "read changed rules", err)
+		return Changes{}, s.wrap(ctx, op, w.why(err))
 	}
-	ids := make(map[int64]bool)
+	var ids []int64
 	for rs.Next() {
+		w.row()
 		var id int64
 		if err := rs.Scan(&id); err != nil {
 			rs.Close()
-			return Delta{}, s.wrap(ctx, "read changed rules", err)
+			return Changes{}, s.wrap(ctx, op, w.why(err))
 		}
-		ids[id] = false
+		ids = append(ids, id)
 	}
 	err = rs.Err()
 	rs.Close()
 	if err != nil {
-		return Delta{}, s.wrap(ctx, "read changed rules", err)
+		return Changes{}, s.wrap(ctx, op, w.why(err))
 	}
+	ch := Changes{Next: next}
 	if len(ids) == 0 {
-		return d, nil
+		return ch, nil
 	}
-	d.Active, err = s.listWith(ctx, "read changed rules", scanBrief, "SELECT "+briefCols+ruleFrom+
+	rs, err = s.eng.reader().query(cctx, "SELECT "+briefCols+ruleFrom+
 		" WHERE r.id IN (SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status')"+
 		" AND r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, rev, next, s.site)
 	if err != nil {
-		return Delta{}, err
+		return Changes{}, s.wrap(ctx, op, w.why(err))
 	}
-	for _, r := range d.Active {
-		ids[r.ID] = true
-	}
-	for id, active := range ids {
-		if !active {
-			d.Gone = append(d.Gone, id)
+	defer rs.Close()
+	// Both reads are in id order: the changed ids the active rows skip
+	// are the gone ones.
+	i := 0
+	var r Rule
+	b := newBriefScan(&r)
+	for rs.Next() {
+		if w.row() {
+			if err := cctx.Err(); err != nil {
+				return Changes{}, s.wrap(ctx, op, w.why(err))
+			}
+		}
+		if err := b.scan(rs); err != nil {
+			return Changes{}, s.wrap(ctx, op, w.why(err))
+		}
+		for i < len(ids) && ids[i] < r.ID {
+			ch.Gone = append(ch.Gone, ids[i])
+			i++
+		}
+		if i < len(ids) && ids[i] == r.ID {
+			i++
+		}
+		w.handing()
+		err := fn(&r)
+		w.handed()
+		if err != nil {
+			return Changes{}, err
 		}
 	}
-	return d, nil
+	if err := rs.Err(); err != nil {
+		return Changes{}, s.wrap(ctx, op, w.why(err))
+	}
+	if err := cctx.Err(); err != nil {
+		return Changes{}, s.wrap(ctx, op, w.why(err))
+	}
+	ch.Gone = append(ch.Gone, ids[i:]...)
+	return ch, nil
 }

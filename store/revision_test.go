@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -62,5 +63,20 @@ func testChangedSince(t *testing.T, fresh freshFunc) {
 	}
 	if again, err := s.ChangedSince(ctx, d.Next); err != nil || len(again.Active)+len(again.Gone) != 0 {
 		t.Fatalf("after Next: %+v, %v", again, err)
+	}
+	// The streaming read: the changed ids around the active one (a lower
+	// and a higher, both gone) are told apart from it in one walk, and
+	// the caller's error ends the read as it is.
+	var seen []int64
+	ch, err := s.EachChangedSince(ctx, rev, func(r *Rule) error {
+		seen = append(seen, r.ID)
+		return nil
+	})
+	if err != nil || !slices.Equal(seen, []int64{r2.ID}) || !slices.Equal(ch.Gone, d.Gone) || ch.Next != d.Next {
+		t.Fatalf("EachChangedSince = %v, %+v, %v; want [%d], gone %v, next %d", seen, ch, err, r2.ID, d.Gone, d.Next)
+	}
+	stop := errors.New("stop")
+	if _, err := s.EachChangedSince(ctx, rev, func(*Rule) error { return stop }); err != stop {
+		t.Fatalf("EachChangedSince with a failing caller: %v, want its error", err)
 	}
 }
