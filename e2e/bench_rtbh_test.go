@@ -104,10 +104,10 @@ func BenchmarkRTBH(b *testing.B) {
 			}
 			b.ReportMetric(float64(retries), "retries-503")
 			write := time.Since(t0)
-			d.heapProfile("heap-api")
+			d.heapProfile("heap-api", false)
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
 			b.StopTimer()
-			d.heapProfile("heap-bird")
+			d.heapProfile("heap-bird", false)
 			// The reconciler records each route's status after BIRD
 			// may have it; the daemon is done (and its memory
 			// settles) once every route reads as announced.
@@ -119,7 +119,7 @@ func BenchmarkRTBH(b *testing.B) {
 			})
 			status := time.Since(t0)
 			cur, early, peak := settledRSS(b, d.pid(), nil)
-			d.heapProfile("heap-settled")
+			d.heapProfile("heap-settled", true)
 			b.Logf("ours: API done after %v, BIRD full after %v, every status announced after %v",
 				write.Round(time.Millisecond), el.Round(time.Millisecond), status.Round(time.Millisecond))
 			report(b, el, write, rss0, cur, early, peak)
@@ -211,8 +211,9 @@ func waitTable(b testing.TB, ctl *birdtest.Ctl, table string, want int, timeout 
 }
 
 // heapProfile saves the daemon's heap profile as DIR/NAME.pb.gz when
-// RIBKEEPER_BENCH_PROFILE=DIR is set.
-func (d *benchDaemon) heapProfile(name string) {
+// RIBKEEPER_BENCH_PROFILE=DIR is set; settled: the live heap only, after
+// forced collections.
+func (d *benchDaemon) heapProfile(name string, settled bool) {
 	dir := os.Getenv("RIBKEEPER_BENCH_PROFILE")
 	if dir == "" {
 		return
@@ -236,7 +237,15 @@ func (d *benchDaemon) heapProfile(name string) {
 		}
 		return data
 	}
-	if data := get("/debug/pprof/heap"); data != nil {
+	path := "/debug/pprof/heap"
+	if settled {
+		// The profile shows the heap as of an earlier collection than
+		// the last: two forced ones leave nothing of the load's
+		// transients in it (the daemon is idle; RSS was measured).
+		get(path + "?gc=1")
+		path += "?gc=1"
+	}
+	if data := get(path); data != nil {
 		if err := os.WriteFile(filepath.Join(dir, name+".pb.gz"), data, 0o644); err != nil {
 			d.b.Logf("heap profile %s: %v", name, err)
 		}

@@ -95,12 +95,16 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			if step%7 == 3 {
 				// A complete read made off the loop, swapped in by the
 				// next full pass of odd seeds: stale by a few steps.
+				// As Run does: status writes are kept from the start of
+				// the read until the pass that swaps it in.
+				r.src.track(true)
 				snap = readSnapshot(ctx, st, func() time.Time { return now }, 0)
 			}
 			pass := func() {
 				if full && seed%2 == 1 && snap != nil {
 					r.runPass(ctx, false, snap)
 					snap = nil
+					r.src.track(false)
 					return
 				}
 				r.runPass(ctx, full, nil)

@@ -928,3 +928,51 @@ func TestServerMoveReadsEveryRow(t *testing.T) {
 		t.Error("the rule written on the new server is not announced after the move")
 	}
 }
+
+// TestBurstCompactedOnceSettled: rows that came in after the last
+// doubling (fewer than the rows read before) stay scattered while passes
+// run, and are compacted by the settle timer, compactAfter after the last
+// pass, on the loop's clock.
+func TestBurstCompactedOnceSettled(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	fc := clock.NewFake(start)
+	st, sp := newFakeStore(), newFakeSpeaker()
+	r := New(testLogger(t), st, sp, Config{ResyncInterval: time.Hour, Clock: fc})
+	n := 2 * bigScratch
+	for i := range n {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	startLoop(t, r)
+	eventually(t, 30*time.Second, "first load announced", func() bool { return len(sp.snapshot()) == n })
+	for i := n; i < n+bigScratch+10; i++ {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	n += bigScratch + 10
+	eventually(t, 30*time.Second, "burst announced", func() bool { return len(sp.snapshot()) == n })
+	// Passes ran; the rows are still scattered. Only the clock moves
+	// from here: each step to the loop's next timer (a retry may come
+	// first and push the settle timer back), and the rows are compacted
+	// once a timer fires with no pass for compactAfter before it.
+	if got := r.settled.Load(); got != 0 {
+		t.Fatalf("%d compactions before the clock moved", got)
+	}
+	for step := 0; r.settled.Load() == 0; step++ {
+		if step == 20 {
+			t.Fatal("rows still scattered after 20 timers")
+		}
+		var at time.Time
+		eventually(t, 30*time.Second, "the settle timer (or a retry) armed", func() bool {
+			var ok bool
+			at, ok = fc.Next()
+			return (ok && at.Sub(fc.Now()) <= compactAfter) || r.settled.Load() != 0
+		})
+		if r.settled.Load() != 0 {
+			break
+		}
+		fc.Set(at)
+		eventually(t, 30*time.Second, "the timer handled", func() bool {
+			next, ok := fc.Next()
+			return r.settled.Load() != 0 || (ok && next.After(at))
+		})
+	}
+}

@@ -429,7 +429,7 @@ func (r *Reconciler) waiting(m flowspec.Match, o op, a flowspec.Action, now time
 
 // trim gives back the working memory a large pass grew.
 func (r *Reconciler) trim() {
-	r.src.compactRows()
+	r.src.compactRows(false)
 	r.work.trim()
 	r.plan.trim()
 }

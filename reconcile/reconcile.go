@@ -255,6 +255,8 @@ type Reconciler struct {
 	wake  signal
 
 	running atomic.Bool
+	// settled counts the compactions the settle timer made (Run).
+	settled atomic.Uint64
 
 	mu   sync.Mutex
 	last PassResult
@@ -378,6 +380,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer resync.Stop()
 	defer expiry.Stop()
 	defer retry.Stop()
+	// settle fires once no pass ran for compactAfter while rows read
+	// since the last complete read lie scattered (source.compactRows):
+	// the burst that brought them is over.
+	settle := r.clock.NewTimer()
+	defer settle.Stop()
 	resync.Reset(r.cfg.ResyncInterval)
 
 	// The periodic complete re-read runs off the loop (readSnapshot), so
@@ -407,8 +414,15 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			}
 			if !reading {
 				reading = true
+				r.src.track(true)
 				n := len(r.src.byID)
 				go func() { snaps <- readSnapshot(ctx, r.d, r.now, n) }()
+			}
+			continue
+		case <-settle.C():
+			if r.src.compactRows(true) {
+				r.settled.Add(1)
+				r.log.Debug("rows read since the last complete read compacted after the burst", "rows", len(r.src.rows))
 			}
 			continue
 		case snap = <-snaps:
@@ -419,6 +433,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		}
 		nextExpiry, nextRetry := r.runPass(ctx, full, snap)
 		full, snap = false, nil
+		if !reading {
+			r.src.track(false)
+		}
+		if r.src.scattered() {
+			settle.Reset(compactAfter)
+		} else {
+			settle.Stop()
+		}
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}
@@ -436,6 +458,7 @@ func (r *Reconciler) Seed(rev int64, rows *Rows, at time.Time) {
 	s := &snapshot{rev: rev, at: at}
 	s.index(rows.take())
 	r.seed = s
+	r.src.track(true)
 }
 
 // arm sets t to fire at at, or stops it when at is zero.

@@ -38,6 +38,10 @@ type source struct {
 	// wrote): status writes move no revision, so a snapshot read off the
 	// loop may predate them.
 	writes []statusWrite
+	// tracking says a complete read is under way off the loop (or a
+	// seed waits for the first pass): only then are writes kept, since
+	// a snapshot that starts later already holds every status written.
+	tracking bool
 	// rows are the rows of the last complete read (byID points into
 	// them) and extra those read since (rowExtra), each live unless
 	// flagged rowStale: the full comparison walks them in memory order
@@ -52,6 +56,15 @@ type source struct {
 
 type statusWrite struct {
 	id, at int64 // at: Unix ns
+}
+
+// track starts or stops keeping status writes (see tracking); stopping
+// drops those kept.
+func (c *source) track(on bool) {
+	c.tracking = on
+	if !on {
+		c.writes = trimmed(c.writes)
+	}
 }
 
 // trimmed empties ws for reuse, or drops it when a burst grew it past
@@ -72,6 +85,9 @@ func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 		return
 	}
 	rw.setStatus(st)
+	if !c.tracking {
+		return
+	}
 	c.writes = append(c.writes, statusWrite{id: id, at: at.UnixNano()})
 	if len(c.writes) > 2*len(c.byID)+1024 {
 		// Keep the latest write of each row still in the copy.
@@ -521,9 +537,16 @@ func (c *source) stale(r *row) {
 // it in memory order. It doubles the rows each
 // time, so its cost stays proportional to the rows added. Only between
 // passes: it moves the rows byID points to.
-func (c *source) compactRows() {
-	if n := len(c.extra) - c.staleExtra; n < bigScratch || n < len(c.rows) {
-		return
+//
+// quiet says the burst is over (no pass ran for compactAfter: Run's
+// settle timer): then every row goes into the one block however few came
+// in since, so that the
+// half of a bulk load that came after the last doubling is not left
+// scattered until the next complete read (at a million routes, ~80 MB
+// of small objects and the spans they pin).
+func (c *source) compactRows(quiet bool) (moved bool) {
+	if !c.scattered() || (len(c.extra)-c.staleExtra < len(c.rows) && !quiet) {
+		return false
 	}
 	live := make([]row, 0, len(c.byID))
 	for i := range c.rows {
@@ -537,13 +560,23 @@ func (c *source) compactRows() {
 		}
 	}
 	if len(live) != len(c.byID) {
-		return // not the invariant this relies on; leave the copy alone
+		return false // not the invariant this relies on; leave the copy alone
 	}
 	for i := range live {
 		live[i].flags &^= rowExtra
 		c.byID[live[i].ID] = &live[i]
 	}
 	c.rows, c.extra, c.staleExtra = live, nil, 0
+	return true
+}
+
+// compactAfter is how long the loop waits after a pass before compacting
+// the rows it left scattered (Run's settle timer).
+const compactAfter = time.Second
+
+// scattered reports whether compactRows(true) would move rows.
+func (c *source) scattered() bool {
+	return len(c.extra)-c.staleExtra >= bigScratch
 }
 
 // share sets rowShared on the rows of m when it has several, clears it

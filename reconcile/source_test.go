@@ -46,7 +46,7 @@ func TestCompactRows(t *testing.T) {
 	for id, r := range c.byID {
 		want[id] = *r
 	}
-	c.compactRows()
+	c.compactRows(false)
 	if len(c.extra) != 0 || len(c.rows) != len(want) || len(c.byID) != len(want) {
 		t.Fatalf("after compacting: %d rows, %d extra, %d by id; want %d rows", len(c.rows), len(c.extra), len(c.byID), len(want))
 	}
@@ -67,9 +67,29 @@ func TestCompactRows(t *testing.T) {
 	// Below the threshold (fewer extra rows than rows): left alone.
 	rows := c.rows
 	c.apply(deltaOf(store.Delta{Active: []store.Rule{{ID: 99999, Rule: testRule(t, 99998, discard()), State: store.Active}}}), nop)
-	c.compactRows()
+	c.compactRows(false)
 	if len(c.extra) != 1 || &c.rows[0] != &rows[0] {
 		t.Fatal("compacted a copy with few new rows")
+	}
+	// The end of a burst: fewer new rows than old, yet many; a busy pass
+	// leaves them, a quiet one compacts them all.
+	var more store.Delta
+	for i := 100000; i < 100000+bigScratch; i++ {
+		more.Active = append(more.Active, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), State: store.Active})
+	}
+	c.apply(deltaOf(more), nop)
+	c.compactRows(false)
+	if len(c.extra) != bigScratch+1 {
+		t.Fatalf("a busy pass compacted %d new rows against %d old", bigScratch+1, len(c.rows))
+	}
+	c.compactRows(true)
+	if len(c.extra) != 0 || len(c.rows) != len(c.byID) {
+		t.Fatalf("after a quiet pass: %d extra, %d rows, %d by id", len(c.extra), len(c.rows), len(c.byID))
+	}
+	for i := range c.rows {
+		if c.byID[c.rows[i].ID] != &c.rows[i] {
+			t.Fatalf("row %d: byID does not point into the compacted rows", c.rows[i].ID)
+		}
 	}
 }
 
