@@ -54,6 +54,24 @@ func (l RuleList) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
+func (s StoredIDs) appendJSON(b []byte) ([]byte, bool) {
+	b = slices.Grow(b, 32+8*len(s.IDs))
+	b = append(b, `{"ids":`...)
+	if s.IDs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, id := range s.IDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
 func (r *Rule) appendJSON(b []byte) ([]byte, bool) {
 	w := jsonWriter{b: b, ok: true}
 	w.raw(`{"id":`)

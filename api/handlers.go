@@ -138,12 +138,38 @@ func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, err
 	if err != nil {
 		return 0, nil, err
 	}
+	if prefersMinimal(r.Header) {
+		w.Header().Set("Preference-Applied", "return=minimal")
+		ids := StoredIDs{IDs: make([]int64, len(stored))}
+		for i, sr := range stored {
+			ids.IDs[i] = sr.ID
+		}
+		s.logBatch(stored, a.Name)
+		return http.StatusOK, ids, nil
+	}
 	out := RuleList{Rules: make([]Rule, 0, len(stored))}
 	for _, sr := range stored {
 		out.Rules = append(out.Rules, ruleFromStore(sr))
 	}
 	s.logBatch(stored, a.Name)
 	return http.StatusOK, out, nil
+}
+
+// prefersMinimal reports whether h asks for a minimal answer: a Prefer
+// header (RFC 7240) with the preference return=minimal, among others or
+// in several headers; names are case-insensitive, the value may be quoted.
+func prefersMinimal(h http.Header) bool {
+	for _, v := range h.Values("Prefer") {
+		for _, pref := range strings.Split(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";") // parameters of the preference
+			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if ok && strings.EqualFold(strings.TrimSpace(name), "return") &&
+				strings.EqualFold(strings.Trim(strings.TrimSpace(val), `"`), "minimal") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // logBatch logs the changes of one batch: each rule once, as what it

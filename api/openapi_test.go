@@ -249,6 +249,10 @@ func TestOpenAPIExamples(t *testing.T) {
 
 // The answers the handlers give match the documented schemas: a field
 // added to a wire type without documentation fails here.
+// minimal, at the end of a case's path, sends it with "Prefer:
+// return=minimal".
+const minimal = " (Prefer: return=minimal)"
+
 func TestOpenAPIMatchesAnswers(t *testing.T) {
 	doc := loadOpenAPI(t)
 	ops := documented(doc)
@@ -265,6 +269,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"POST", "/v1/rules", "/v1/rules", rule},
 		{"POST", "/v1/rules", "/v1/rules", rule},
 		{"POST", "/v1/rules/batch", "/v1/rules/batch", `{"rules":[` + rule + `,{"text":"route 198.51.100.9/32 then blackhole","sites":[]}]}`},
+		{"POST", "/v1/rules/batch", "/v1/rules/batch" + minimal, `{"rules":[` + rule + `,{"text":"route 198.51.100.11/32 then blackhole"}]}`},
 		{"GET", "/v1/rules", "/v1/rules", ""},
 		{"GET", "/v1/rules", "/v1/rules?order=precedence&state=active", ""},
 		{"GET", "/v1/rules", "/v1/rules?limit=1", ""},
@@ -292,7 +297,13 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		{"POST", "/v1/rules", "/v1/rules", `{"text":"match destination 0.0.0.0/0 then discard"}`},
 		{"POST", "/v1/rules", "/v1/rules", `{"text":"` + strings.Repeat("x", 5000) + `"}`},
 	} {
-		status, body := ts.do(t, c.method, c.path, c.body)
+		var status int
+		var body []byte
+		if path, ok := strings.CutSuffix(c.path, minimal); ok {
+			status, body = ts.doHeader(t, c.method, path, c.body, "Prefer", "return=minimal")
+		} else {
+			status, body = ts.do(t, c.method, c.path, c.body)
+		}
 		t.Logf("%s %s: %d", c.method, c.path, status)
 		op := ops[c.method+" "+c.route]
 		if op == nil {
@@ -447,7 +458,7 @@ func checkRefs(t *testing.T, doc map[string]any, v any, at string) {
 
 // schemaKeywords are the keywords schemaCheck understands.
 var schemaKeywords = map[string]bool{"type": true, "properties": true, "required": true, "additionalProperties": true,
-	"items": true, "enum": true, "format": true, "minimum": true, "description": true, "$ref": true}
+	"items": true, "enum": true, "format": true, "minimum": true, "description": true, "$ref": true, "oneOf": true}
 
 // schemaCheck validates v against schema and returns what is wrong, each
 // naming where.
@@ -467,6 +478,27 @@ func schemaCheck(t *testing.T, doc map[string]any, schema, v any, at string) []s
 		if !schemaKeywords[k] {
 			errs = append(errs, fmt.Sprintf("%s: schema keyword %q is not one the test checks: extend schemaCheck", at, k))
 		}
+	}
+	if alts, ok := s["oneOf"].([]any); ok {
+		// Exactly one of the alternatives holds; the schema has nothing else.
+		var fits []int
+		var why []string
+		for i, alt := range alts {
+			e := schemaCheck(t, doc, alt, v, fmt.Sprintf("%s (oneOf[%d])", at, i))
+			if len(e) == 0 {
+				fits = append(fits, i)
+			}
+			why = append(why, e...)
+		}
+		switch {
+		case len(keys) != 1:
+			errs = append(errs, fmt.Sprintf("%s: oneOf with other keywords (%v) is not one the test checks", at, keys))
+		case len(fits) == 0:
+			errs = append(errs, fmt.Sprintf("%s: fits none of oneOf: %s", at, strings.Join(why, "; ")))
+		case len(fits) > 1:
+			errs = append(errs, fmt.Sprintf("%s: fits several of oneOf (%v): make them exclusive", at, fits))
+		}
+		return errs
 	}
 	if enum, ok := s["enum"].([]any); ok && !slices.Contains(enum, v) {
 		errs = append(errs, fmt.Sprintf("%s: %v is not one of %v", at, v, enum))

@@ -121,6 +121,12 @@ func waitListening(t *testing.T, sock string, errc chan error) {
 // do sends a raw request and returns the status and the body.
 func (ts *testServer) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
+	return ts.doHeader(t, method, path, body)
+}
+
+// doHeader is do with request headers, given as name, value pairs.
+func (ts *testServer) doHeader(t *testing.T, method, path, body string, header ...string) (int, []byte) {
+	t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
@@ -128,6 +134,9 @@ func (ts *testServer) do(t *testing.T, method, path, body string) (int, []byte) 
 	req, err := http.NewRequest(method, "http://rk"+path, r)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := ts.hc.Do(req)
 	if err != nil {

@@ -132,6 +132,22 @@ func (c *Client) AddRules(ctx context.Context, reqs []api.AddRuleRequest) ([]api
 	return out.Rules, err
 }
 
+// StoreRules is AddRules answered with the ids only (Prefer:
+// return=minimal), in request order: for loading many rules whose
+// stored form the caller does not need.
+func (c *Client) StoreRules(ctx context.Context, reqs []api.AddRuleRequest) ([]int64, error) {
+	b, err := json.Marshal(api.AddRulesRequest{Rules: reqs})
+	if err != nil {
+		return nil, err
+	}
+	var out api.StoredIDs
+	_, err = c.doRawHeader(ctx, http.MethodPost, "/v1/rules/batch", b, &out, "Prefer", "return=minimal")
+	if err == nil && len(out.IDs) != len(reqs) {
+		err = fmt.Errorf("the daemon answered %d ids for %d rules: is it an older version that ignores \"Prefer: return=minimal\"? Upgrade it, or use rule add without a file", len(out.IDs), len(reqs))
+	}
+	return out.IDs, err
+}
+
 // WithdrawMatches withdraws the active rule of each request's match (the
 // action ignored) in one transaction, all or none, and returns the rules
 // withdrawn.
@@ -266,6 +282,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 
 // doRaw is do with the body already encoded (nil: none).
 func (c *Client) doRaw(ctx context.Context, method, path string, in []byte, out any) (int, error) {
+	return c.doRawHeader(ctx, method, path, in, out)
+}
+
+// doRawHeader is doRaw with extra request headers, given as name, value
+// pairs.
+func (c *Client) doRawHeader(ctx context.Context, method, path string, in []byte, out any, header ...string) (int, error) {
 	var body io.Reader
 	if in != nil {
 		body = bytes.NewReader(in)
@@ -276,6 +298,9 @@ func (c *Client) doRaw(ctx context.Context, method, path string, in []byte, out 
 		return 0, err
 	}
 	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

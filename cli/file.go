@@ -186,9 +186,9 @@ func (c *cli) addFile(ctx context.Context, name string, lines []fileLine, req ap
 		reqs[i].Text = l.text
 	}
 	batches, err := c.inBatches(name, "stored", lines, jsonSizes(reqs), func(from, n int) error {
-		stored, err := c.client.AddRules(ctx, reqs[from:from+n])
-		for _, r := range stored {
-			fmt.Fprintln(c.stdout, r.ID)
+		ids, err := c.client.StoreRules(ctx, reqs[from:from+n])
+		for _, id := range ids {
+			fmt.Fprintln(c.stdout, id)
 		}
 		return err
 	})

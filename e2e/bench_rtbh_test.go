@@ -85,7 +85,7 @@ func BenchmarkRTBH(b *testing.B) {
 				reqs := rtbhRequests(i, min(i+rtbhBatch, n))
 				for {
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-					_, err := d.client.AddRules(ctx, reqs)
+					_, err := d.client.StoreRules(ctx, reqs)
 					cancel()
 					// A 503 says the write may or may not be stored and
 					// to retry, as a feed does: storing the same routes

@@ -133,7 +133,7 @@ var targets = []target{
 		},
 	},
 	{
-		what: "Durable batch writes through POST /v1/rules/batch (1,000 new rules a request; acknowledged after the commit): one client, and four at once; PostgreSQL beside",
+		what: "Durable batch writes through POST /v1/rules/batch (1,000 new rules a request, answered with their ids (Prefer: return=minimal) after the commit): one client, and four at once; PostgreSQL beside",
 		goal: "≥ 50,000 rules/s on SQLite",
 		eval: func(g getter) (string, bool, bool) {
 			one, ok1 := g("BenchmarkAPIWriteBatch/sqlite", "rules/s")
