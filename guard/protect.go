@@ -43,11 +43,22 @@ func filtersNothing(a flowspec.Action) bool {
 }
 
 // endpoint is one protected address (a host prefix) or dynamic neighbor
-// prefix, and what it is, for messages.
+// prefix, and what it is (what, for messages: named only when a rule hits
+// it, not for every rule checked).
 type endpoint struct {
-	p    netip.Prefix
-	own  bool // the appliance's, else a router's
-	what string
+	p       netip.Prefix
+	own     bool // the appliance's, else a router's
+	dynamic bool // the dynamic neighbors' prefix
+}
+
+func (ep endpoint) what() string {
+	switch {
+	case ep.own:
+		return "the appliance's own address " + ep.p.Addr().String()
+	case ep.dynamic:
+		return "the dynamic neighbors' prefix " + ep.p.String()
+	}
+	return "neighbor " + ep.p.Addr().String()
 }
 
 // endpoints lists p's addresses and prefixes of one address family.
@@ -55,17 +66,17 @@ func endpoints(p *config.Protected, is6 bool) []endpoint {
 	var out []endpoint
 	for _, a := range p.Own {
 		if a.Is6() == is6 {
-			out = append(out, endpoint{netip.PrefixFrom(a, a.BitLen()), true, "the appliance's own address " + a.String()})
+			out = append(out, endpoint{p: netip.PrefixFrom(a, a.BitLen()), own: true})
 		}
 	}
 	for _, a := range p.Neighbors {
 		if a.Is6() == is6 {
-			out = append(out, endpoint{netip.PrefixFrom(a, a.BitLen()), false, "neighbor " + a.String()})
+			out = append(out, endpoint{p: netip.PrefixFrom(a, a.BitLen())})
 		}
 	}
 	for _, q := range p.NeighborPrefixes {
 		if q.Addr().Is6() == is6 {
-			out = append(out, endpoint{q, false, "the dynamic neighbors' prefix " + q.String()})
+			out = append(out, endpoint{p: q, dynamic: true})
 		}
 	}
 	return out
@@ -86,7 +97,7 @@ func checkProtected(p *config.Protected, r flowspec.Rule) *Violation {
 	for _, ep := range eps {
 		if dst.hits(ep.p) {
 			return &Violation{Guardrail: ProtectedAddress, Rule: r.String(), Field: "text",
-				Msg: fmt.Sprintf("its destination covers %s, which no rule may filter, redirect or blackhole: the BGP sessions that carry every rule run between the appliance and its routers; narrow the destination to leave it out (this guardrail has no setting)", ep.what)}
+				Msg: fmt.Sprintf("its destination covers %s, which no rule may filter, redirect or blackhole: the BGP sessions that carry every rule run between the appliance and its routers; narrow the destination to leave it out (this guardrail has no setting)", ep.what())}
 		}
 	}
 	if m.Family().IsRoute() {

@@ -321,6 +321,11 @@ type delta struct {
 	next   int64
 }
 
+// maxScratchRows bounds the rows changedSince keeps for the next read
+// (~4.7 MB): a bulk load's deltas (a batch of 5,000 rules or more each)
+// reuse one slice instead of growing a new one every pass.
+const maxScratchRows = 1 << 16
+
 // changedSince reads what changed after rev, compacting each rule as it
 // arrives (a bulk load's million changes are never held as store.Rules).
 // The rows go into the source's scratch, reused by the next read: the
@@ -331,7 +336,7 @@ func (c *source) changedSince(ctx context.Context, d Desired, rev int64) (delta,
 		active = append(active, rowOf(r))
 		return nil
 	})
-	if cap(active) > bigScratch {
+	if cap(active) > maxScratchRows {
 		c.scratch = nil // a burst's rows are not kept until the next
 	} else {
 		c.scratch = active[:0]

@@ -139,13 +139,19 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		evs = nil
 	}
 	args := make([]any, 0, 7*min(len(evs), eventChunk))
+	// The events of one transaction mostly share their time, kind, actor
+	// and site: each is turned into an argument once while it repeats.
+	var (
+		at                boxedTime
+		kind, actor, site boxedString
+	)
 	for len(evs) > 0 {
 		// Whole chunks, then the rest in chunks of a power of two: a
 		// handful of statement texts, each prepared once per transaction.
 		n := chunkSize(len(evs), eventChunk)
 		args = args[:0]
 		for _, e := range evs[:n] {
-			args = append(args, e.ruleID, s.eng.timeArg(e.at), string(e.kind), e.actor, e.site, e.oldJS, e.newJS)
+			args = append(args, e.ruleID, at.get(s.eng, e.at), kind.get(string(e.kind)), actor.get(e.actor), site.get(e.site), e.oldJS, e.newJS)
 		}
 		if _, err := w.exec(ctx, insertEventsSQL(n), args...); err != nil {
 			return fmt.Errorf("record history: %w", err)

@@ -28,15 +28,16 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		// each.
 		newJS := statusFields(announced, lastErr)
 		olds := map[was]any{}
-		at := s.eng.timeArg(now)
-		var rows []any
+		// Every row shares these: each is an argument once.
+		at, site, ann, le := s.eng.timeArg(now), any(s.site), any(announced), any(lastErr)
+		rows := make([]any, 0, statusCols*statusChunk)
 		for lo := 0; lo < len(ids); lo += lookupChunk {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
 			chunk := ids[lo:min(lo+lookupChunk, len(ids))]
 			args := make([]any, 0, 1+len(chunk))
-			args = append(args, s.site)
+			args = append(args, site)
 			for _, id := range chunk {
 				args = append(args, id)
 			}
@@ -71,7 +72,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 					continue
 				}
 				delete(found, id)
-				rows = append(rows, id, s.site, announced, lastErr, at)
+				rows = append(rows, id, site, ann, le, at)
 				oldJS, ok := olds[w]
 				if !ok {
 					oldJS = statusFields(w.announced, w.lastErr)
@@ -81,13 +82,15 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 			}
 			// Many rows per statement: one statement per rule cost as
 			// much as the rule's insert.
-			for len(rows) > 0 {
-				n := chunkSize(len(rows)/statusCols, statusChunk)
-				if _, err := t.exec(context.WithoutCancel(ctx), setStatusSQL(n), rows[:n*statusCols]...); err != nil {
+			for off := 0; off < len(rows); {
+				n := chunkSize((len(rows)-off)/statusCols, statusChunk)
+				if _, err := t.exec(context.WithoutCancel(ctx), setStatusSQL(n), rows[off:off+n*statusCols]...); err != nil {
 					return false, err
 				}
-				rows = rows[n*statusCols:]
+				off += n * statusCols
 			}
+			clear(rows)
+			rows = rows[:0]
 		}
 		return false, nil
 	})

@@ -160,8 +160,9 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 			}
 		}
 		var (
-			idx  []int // indexes into es of the inserts
-			args [][]any
+			idx   []int // indexes into es of the inserts
+			args  [][]any
+			boxes argBoxes
 		)
 		for i := range es {
 			if skip != nil {
@@ -172,7 +173,7 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 				skip[k] = true // a later input with this Match updates it
 			}
 			idx = append(idx, i)
-			args = append(args, s.insertArgs(&es[i], now))
+			args = append(args, s.insertArgsWith(&boxes, &es[i], now))
 		}
 		ids, inserted, err := t.insertIDs(ctx, s.eng.insertRule(), args)
 		if err != nil {
@@ -205,8 +206,53 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 }
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
-	return []any{e.family, e.nlri, e.comms, e.text, e.in.Reason, e.in.Actor,
-		e.sitesJS, s.eng.timeArg(now), s.eng.timeArg(now), s.eng.timeArg(e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), e.in.Set}
+	var b argBoxes
+	return s.insertArgsWith(&b, e, now)
+}
+
+// insertArgsWith is insertArgs for one of many rules of a batch: b
+// reuses what the rules before it share (actor, reason, sites, the
+// transaction's time, the expiry), since turning a value into an
+// argument allocates.
+func (s *Store) insertArgsWith(b *argBoxes, e *encoded, now time.Time) []any {
+	t := b.time(s.eng, now)
+	return []any{e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
+		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set)}
+}
+
+// argBoxes keeps the last value of each shared argument as a query
+// argument (an any), handing out the same one while the value repeats.
+type argBoxes struct {
+	reason, actor, sites, set boxedString
+	now, expires              boxedTime
+}
+
+func (b *argBoxes) time(eng engine, t time.Time) any { return b.now.get(eng, t) }
+
+type boxedString struct {
+	s  string
+	v  any
+	ok bool
+}
+
+func (b *boxedString) get(s string) any {
+	if !b.ok || b.s != s {
+		b.s, b.v, b.ok = s, s, true
+	}
+	return b.v
+}
+
+type boxedTime struct {
+	t  time.Time
+	v  any
+	ok bool
+}
+
+func (b *boxedTime) get(eng engine, t time.Time) any {
+	if !b.ok || !b.t.Equal(t) {
+		b.t, b.v, b.ok = t, eng.timeArg(t), true
+	}
+	return b.v
 }
 
 // created returns the rule e just inserted as id and records its history.
