@@ -105,7 +105,7 @@ func (s *Speaker) replay(ctx context.Context, rules []flowspec.Rule) error {
 		var p *apiutil.Path
 		var err error
 		if r.Match.Family().IsRoute() {
-			p, err = routePath(r.Match, r.Action) // the next hop as found
+			p, err = routePath(&s.attrs, r.Match, r.Action) // the next hop as found
 		} else {
 			// No peer is added yet: the order of rules a cap moved does
 			// not matter, only that each one's last path has its last tags.

@@ -120,7 +120,7 @@ func (s *Speaker) routeAnnouncePath(r flowspec.Rule) (*apiutil.Path, error) {
 	if nh, _ := a.NextHop(); flowspec.RouteFamily(nh) != r.Match.Family() {
 		return nil, fmt.Errorf("route %s: site next hop %s is of the other family: %w", r.Match, nh, ErrNoNextHop)
 	}
-	p, err := routePath(r.Match, a)
+	p, err := routePath(&s.attrs, r.Match, a)
 	if err != nil {
 		return nil, &RefusedError{Match: r.Match, Reason: err.Error()}
 	}
@@ -156,14 +156,53 @@ func (rs *routeState) forget(ms []flowspec.Match) {
 // IPv4 and MP_REACH for IPv6) and COMMUNITIES. As for FlowSpec, no
 // AS_PATH: GoBGP adds it per peer. GoBGP keeps a locally originated,
 // specified next hop for eBGP peers too.
-func routePath(m flowspec.Match, a flowspec.Action) (*apiutil.Path, error) {
+//
+// The attributes of an IPv4 route depend on its action only: they come from
+// c (built once per action and shared, as FlowSpec's are), so that a
+// million blackholes hold one ORIGIN and one COMMUNITIES attribute between
+// them instead of one each. An IPv6 route's MP_REACH carries its NLRI.
+func routePath(c *attrCache, m flowspec.Match, a flowspec.Action) (*apiutil.Path, error) {
 	nlri, err := nativeNLRI(m)
 	if err != nil {
 		return nil, err
 	}
+	if m.Family() == flowspec.IPv4Unicast {
+		attrs, err := c.route4(a)
+		if err != nil {
+			return nil, err
+		}
+		return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()}, nil
+	}
+	attrs, err := routeAttrs(m.Family(), nlri, a)
+	if err != nil {
+		return nil, err
+	}
+	return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()}, nil
+}
+
+// route4 returns the shared attributes of IPv4 routes with action a.
+func (c *attrCache) route4(a flowspec.Action) ([]gobgp.PathAttributeInterface, error) {
+	k := attrKey{fam: flowspec.IPv4Unicast, a: a}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if attrs, ok := c.m[k]; ok {
+		return attrs, nil
+	}
+	attrs, err := routeAttrs(flowspec.IPv4Unicast, nil, a)
+	if err != nil {
+		return nil, err
+	}
+	c.put(k, attrs)
+	return attrs, nil
+}
+
+// routeAttrs builds the attributes of a route of family f (NLRI nlri)
+// with action a; for IPv4 they do not depend on the route (nlri unused).
+func routeAttrs(f flowspec.Family, nlri gobgp.NLRI, a flowspec.Action) ([]gobgp.PathAttributeInterface, error) {
+	var err error
 	nh, _ := a.NextHop()
 	var nhAttr gobgp.PathAttributeInterface
-	if m.Family() == flowspec.IPv4Unicast {
+	if f == flowspec.IPv4Unicast {
 		nhAttr, err = gobgp.NewPathAttributeNextHop(nh)
 	} else {
 		nhAttr, err = gobgp.NewPathAttributeMpReachNLRI(gobgp.RF_IPv6_UC, []gobgp.PathNLRI{{NLRI: nlri}}, nh)
@@ -179,7 +218,7 @@ func routePath(m flowspec.Match, a flowspec.Action) (*apiutil.Path, error) {
 		}
 		attrs = append(attrs, gobgp.NewPathAttributeCommunities(vals))
 	}
-	return &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()}, nil
+	return attrs, nil
 }
 
 // decodeRouteAction reads the communities and next hop of a unicast path.

@@ -179,3 +179,44 @@ func TestRouteInBIRD(t *testing.T) {
 	br.WaitRoutes(t, "up4", 10*time.Second, "withdrawal", func(m map[string]birdtest.Route) bool { _, ok := m["203.0.113.7/32"]; return !ok })
 	br.WaitRoutes(t, "up6", 10*time.Second, "withdrawal", func(m map[string]birdtest.Route) bool { _, ok := m["2001:db8::7/128"]; return !ok })
 }
+
+// IPv4 routes with one action share their attributes (one COMMUNITIES
+// attribute for a million blackholes, not one each); another action has
+// its own; an IPv6 route's MP_REACH carries its own NLRI.
+func TestRouteAttributesShared(t *testing.T) {
+	var c attrCache
+	nh4 := netip.MustParseAddr("192.0.2.1")
+	path := func(text string) []string {
+		t.Helper()
+		r := parseRule(t, text)
+		a := r.Action
+		if _, own := a.NextHop(); !own {
+			if r.Match.Family() == flowspec.IPv4Unicast {
+				a = a.WithNextHop(nh4)
+			} else {
+				a = a.WithNextHop(netip.MustParseAddr("2001:db8::1"))
+			}
+		}
+		p, err := routePath(&c, r.Match, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]string, len(p.Attrs))
+		for i, at := range p.Attrs {
+			out[i] = fmt.Sprintf("%p %v", at, at)
+		}
+		return out
+	}
+	a, b := path("route 203.0.113.7/32 then blackhole"), path("route 203.0.113.8/32 then blackhole")
+	if len(a) != 3 || strings.Join(a, "|") != strings.Join(b, "|") {
+		t.Errorf("two blackholes: attributes\n%v\n%v\nwant the same three objects", a, b)
+	}
+	other := path("route 203.0.113.9/32 then blackhole community 65000:1")
+	if other[2] == a[2] || !strings.Contains(other[2], "65000:1") {
+		t.Errorf("another action's communities %v, the blackholes' %v", other[2], a[2])
+	}
+	v6a, v6b := path("route 2001:db8::7/128 then blackhole"), path("route 2001:db8::8/128 then blackhole")
+	if v6a[1] == v6b[1] || !strings.Contains(v6a[1], "2001:db8::7") || !strings.Contains(v6b[1], "2001:db8::8") {
+		t.Errorf("IPv6 MP_REACH: %v, %v: each must carry its own route", v6a[1], v6b[1])
+	}
+}
