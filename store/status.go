@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,6 +29,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		// each.
 		newJS := statusFields(announced, lastErr)
 		olds := map[was]any{}
+		t.events = slices.Grow(t.events, len(ids)) // a history entry a rule, mostly
 		// Every row shares these: each is an argument once.
 		at, site, ann, le := s.eng.timeArg(now), any(s.site), any(announced), any(lastErr)
 		rows := make([]any, 0, statusCols*statusChunk)
