@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -23,30 +24,91 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 		return store.Rule{}, err
 	}
 	defer g.mu.Unlock()
+	if seen, ok := g.seen.take(id, g.now()); ok {
+		if r, err, done := g.withdrawSeen(ctx, a, seen); done {
+			return r, err
+		}
+	}
 	// The brief read: the withdrawal leaves as soon as the checks are
 	// done (time to withdraw), and the answer is the rule as withdrawn.
 	cur, err := g.cfg.Store.GetBrief(ctx, id)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
-	if !a.Scope.Sees(cur.Rule.Match) {
-		return store.Rule{}, refuse(KindNotFound, -1, "id", "%s", notFoundMsg(id))
-	}
-	if cur.State == store.Active && !cur.WithdrawRequested {
-		e := store.Existing{ID: cur.ID, Match: cur.Rule.Match, Actor: cur.Actor, Action: cur.Rule.Action, Origin: cur.Origin}
-		if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
-			ref.Field = "id"
-			return store.Rule{}, ref
-		}
-		if cur.Origin != "" {
-			return store.Rule{}, fromStore(&store.DeclaredError{ID: cur.ID, Origin: cur.Origin}, id)
-		}
+	if ref := g.mayWithdraw(a, cur, id); ref != nil {
+		return store.Rule{}, ref
 	}
 	r, err := g.withdraw(ctx, a, cur)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
 	return r, nil
+}
+
+// mayWithdraw checks a's withdrawal of rule id, cur as stored.
+func (g *Gate) mayWithdraw(a Actor, cur store.Rule, id int64) *Refusal {
+	if !a.Scope.Sees(cur.Rule.Match) {
+		return refuse(KindNotFound, -1, "id", "%s", notFoundMsg(id))
+	}
+	if cur.State == store.Active && !cur.WithdrawRequested {
+		e := store.Existing{ID: cur.ID, Match: cur.Rule.Match, Actor: cur.Actor, Action: cur.Rule.Action, Origin: cur.Origin}
+		if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
+			ref.Field = "id"
+			return ref
+		}
+		if cur.Origin != "" {
+			de := &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
+			return &Refusal{Kind: KindDeclared, Index: -1, Field: "text", Msg: de.Error(), Err: de}
+		}
+	}
+	return nil
+}
+
+// withdrawSeen withdraws the rule seen, as a single Add of this gate
+// stored it (seen.go), without reading it first: when every check passes
+// on seen and the withdrawal may leave ahead of its commit, its path
+// leaves at once and the store withdraws the rule only if it is still as
+// seen (WithdrawSeen). A rule that changed since is read and decided on
+// as stored, its path still off while the gate decides: a refusal then
+// announces it again at once. done is false when nothing was done (a
+// check failed on seen, or the withdrawal may not leave early): the
+// caller then reads the rule and withdraws it as any other.
+func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule) (r store.Rule, err error, done bool) {
+	id, m := seen.ID, seen.Rule.Match
+	if g.cfg.Early == nil || !m.IsValid() || g.mayWithdraw(a, seen, id) != nil || !g.earlyWithdrawReady(seen) {
+		return store.Rule{}, nil, false
+	}
+	g.cfg.Early.WithdrawEarly(m)
+	ctx, cancel := keepDeadline(ctx)
+	defer cancel()
+	r, err = g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	if errors.Is(err, store.ErrChanged) {
+		r, err = g.withdrawChanged(ctx, a, id)
+	}
+	g.cfg.Early.Settle(m)
+	if err != nil {
+		var ref *Refusal
+		if !errors.As(err, &ref) {
+			g.cfg.Log.Warn("withdrawal not stored after its path left ahead of the commit; the rule is announced again", "rule", id, "error", err)
+			err = fromStore(err, id)
+		}
+		return store.Rule{}, err, true
+	}
+	g.changed()
+	return r, nil, true
+}
+
+// withdrawChanged withdraws rule id, which changed since the gate kept
+// it, on its checks as read now; a Refusal if they fail.
+func (g *Gate) withdrawChanged(ctx context.Context, a Actor, id int64) (store.Rule, error) {
+	cur, err := g.cfg.Store.GetBrief(ctx, id)
+	if err != nil {
+		return store.Rule{}, err
+	}
+	if ref := g.mayWithdraw(a, cur, id); ref != nil {
+		return store.Rule{}, ref
+	}
+	return g.cfg.Store.Withdraw(ctx, id, a.Name)
 }
 
 // WithdrawMatch withdraws the active rule with the match of text (its
@@ -93,6 +155,7 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	if e.Origin != "" {
 		return nil, fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID)
 	}
+	g.seen.forget(e.Match)
 	cur := store.Rule{ID: e.ID, Rule: flowspec.Rule{Match: e.Match, Action: e.Action}, State: store.Active}
 	if g.cfg.Early != nil {
 		// Whether it may leave early depends on its sites.
