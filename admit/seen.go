@@ -10,26 +10,28 @@ import (
 
 // Rules as stored by this gate: time to withdraw.
 //
-// A withdrawal checks the rule as stored, and used to read it (GetBrief)
-// before its path could leave. That read was the one store call on the
-// way from a DELETE to the routers, and the slowest part of it in the
-// tail: measured with BenchmarkTimeToWithdraw, a read waiting 3.4 ms in
-// SQLite's locks while the previous withdrawal's commit ran, 12 ms
-// through a garbage collection (interning the rule's action blocks while
-// the collector finishes marking). The gate keeps the brief rule each
-// single Add stored; the withdrawal of such a rule is checked on it, its
-// path leaves at once, and the store's WithdrawSeen withdraws the rule
-// only if it is still as seen, in the commit's own transaction. A rule
-// that changed since (written by another process, finished by the
+// A withdrawal checks the rule as stored, and used to read it (GetBrief,
+// or ActiveMatches by match) before its path could leave. That read was
+// the one store call on the way from a DELETE to the routers, and the
+// slowest part of it in the tail: measured with BenchmarkTimeToWithdraw,
+// a read waiting 3.4 ms in SQLite's locks while the previous
+// withdrawal's commit ran, 12 ms through a garbage collection (interning
+// the rule's action blocks while the collector finishes marking). The
+// gate keeps the brief rule each single Add stored; the withdrawal of
+// such a rule (by id, or by match: a detector's unban) is checked on it,
+// its path leaves at once, and the store's WithdrawSeen withdraws the
+// rule only if it is still as seen, in the commit's own transaction. A
+// rule that changed since (written by another process, finished by the
 // reconciler) is refused there (store.ErrChanged), nothing is written,
 // and the gate decides again on the rule as read then: the same checks
-// on the same stored rule as before, the read only moved behind the
-// path's departure.
+// on the same stored rule as before. Only then can a path leave for a
+// withdrawal that is refused: the rule changed hands in another process
+// since this gate stored it; it is announced again at once.
 //
 // The gate forgets a rule when any other write of this gate may have
 // changed it (batches, sets, static rules, bulk withdrawals and
-// guardrail enforcement clear every entry; a withdrawal by match forgets
-// its rule), once its expiry has passed (the reconciler
+// guardrail enforcement clear every entry; a withdrawal by match of a
+// rule not kept forgets it), once its expiry has passed (the reconciler
 // finishes it on its own), and when a rule with the same match is
 // stored: a withdrawal by an old id never takes off the path of a newer
 // rule with the same match.
@@ -82,6 +84,17 @@ func (c *seenRules) take(id int64, now time.Time) (store.Rule, bool) {
 		return store.Rule{}, false
 	}
 	return r, true
+}
+
+// takeMatch is take for the rule kept with match m.
+func (c *seenRules) takeMatch(m flowspec.Match, now time.Time) (store.Rule, bool) {
+	c.mu.Lock()
+	id, ok := c.byMatch[m]
+	c.mu.Unlock()
+	if !ok {
+		return store.Rule{}, false
+	}
+	return c.take(id, now)
 }
 
 // forget forgets the rule kept with match m, if any.

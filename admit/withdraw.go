@@ -25,8 +25,15 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 	}
 	defer g.mu.Unlock()
 	if seen, ok := g.seen.take(id, g.now()); ok {
-		if r, err, done := g.withdrawSeen(ctx, a, seen); done {
-			return r, err
+		again := func() ([]store.Rule, error) {
+			r, err := g.withdrawChanged(ctx, a, id)
+			return []store.Rule{r}, err
+		}
+		if rs, err, done := g.withdrawSeen(ctx, a, seen, again); done {
+			if err != nil {
+				return store.Rule{}, err
+			}
+			return rs[0], nil
 		}
 	}
 	// The brief read: the withdrawal leaves as soon as the checks are
@@ -69,21 +76,23 @@ func (g *Gate) mayWithdraw(a Actor, cur store.Rule, id int64) *Refusal {
 // on seen and the withdrawal may leave ahead of its commit, its path
 // leaves at once and the store withdraws the rule only if it is still as
 // seen (WithdrawSeen). A rule that changed since is read and decided on
-// as stored, its path still off while the gate decides: a refusal then
+// as stored (again: the caller's withdrawal as if nothing had been
+// kept), its path still off while the gate decides: a refusal then
 // announces it again at once. done is false when nothing was done (a
 // check failed on seen, or the withdrawal may not leave early): the
 // caller then reads the rule and withdraws it as any other.
-func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule) (r store.Rule, err error, done bool) {
+func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule, again func() ([]store.Rule, error)) (rs []store.Rule, err error, done bool) {
 	id, m := seen.ID, seen.Rule.Match
 	if g.cfg.Early == nil || !m.IsValid() || g.mayWithdraw(a, seen, id) != nil || !g.earlyWithdrawReady(seen) {
-		return store.Rule{}, nil, false
+		return nil, nil, false
 	}
 	g.cfg.Early.WithdrawEarly(m)
 	ctx, cancel := keepDeadline(ctx)
 	defer cancel()
-	r, err = g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	r, err := g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	rs = []store.Rule{r}
 	if errors.Is(err, store.ErrChanged) {
-		r, err = g.withdrawChanged(ctx, a, id)
+		rs, err = again()
 	}
 	g.cfg.Early.Settle(m)
 	if err != nil {
@@ -92,10 +101,10 @@ func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule) (r st
 			g.cfg.Log.Warn("withdrawal not stored after its path left ahead of the commit; the rule is announced again", "rule", id, "error", err)
 			err = fromStore(err, id)
 		}
-		return store.Rule{}, err, true
+		return nil, err, true
 	}
 	g.changed()
-	return r, nil, true
+	return rs, nil, true
 }
 
 // withdrawChanged withdraws rule id, which changed since the gate kept
@@ -141,11 +150,22 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 		return nil, err
 	}
 	defer g.mu.Unlock()
-	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{rule.Match})
+	if seen, ok := g.seen.takeMatch(rule.Match, g.now()); ok {
+		again := func() ([]store.Rule, error) { return g.withdrawMatch(ctx, a, rule.Match) }
+		if rs, err, done := g.withdrawSeen(ctx, a, seen, again); done {
+			return rs, err
+		}
+	}
+	return g.withdrawMatch(ctx, a, rule.Match)
+}
+
+// withdrawMatch is WithdrawMatch of m once checked and locked.
+func (g *Gate) withdrawMatch(ctx context.Context, a Actor, m flowspec.Match) ([]store.Rule, error) {
+	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{m})
 	if err != nil {
 		return nil, fromStore(err, 0)
 	}
-	e, ok := active[rule.Match]
+	e, ok := active[m]
 	if !ok {
 		return []store.Rule{}, nil
 	}
