@@ -16,7 +16,7 @@ import (
 )
 
 // writeMethods are the store's methods that change the desired state.
-var writeMethods = map[string]bool{"Upsert": true, "UpsertMany": true, "Withdraw": true, "WithdrawMany": true}
+var writeMethods = map[string]bool{"Upsert": true, "UpsertMany": true, "Withdraw": true, "WithdrawMany": true, "WithdrawSeen": true}
 
 // One door: no product package but admit (and store itself) calls a
 // method of the store that changes the desired state, directly on a

@@ -26,6 +26,19 @@ type heldStore struct {
 	*store.Store
 	entered chan struct{}
 	release chan error
+	// briefs counts the reads of rules a withdrawal checks (GetBrief,
+	// ActiveMatches).
+	briefs atomic.Int64
+}
+
+func (h *heldStore) GetBrief(ctx context.Context, id int64) (store.Rule, error) {
+	h.briefs.Add(1)
+	return h.Store.GetBrief(ctx, id)
+}
+
+func (h *heldStore) ActiveMatches(ctx context.Context, ms []flowspec.Match) (map[flowspec.Match]store.Existing, error) {
+	h.briefs.Add(1)
+	return h.Store.ActiveMatches(ctx, ms)
 }
 
 func (h *heldStore) Upsert(ctx context.Context, in store.Input) (store.Rule, bool, error) {
@@ -43,6 +56,15 @@ func (h *heldStore) Withdraw(ctx context.Context, id int64, actor string) (store
 		return store.Rule{}, err
 	}
 	return h.Store.Withdraw(ctx, id, actor)
+}
+
+// WithdrawSeen is held like Withdraw.
+func (h *heldStore) WithdrawSeen(ctx context.Context, id int64, actor string, seen store.Rule) (store.Rule, error) {
+	h.entered <- struct{}{}
+	if err := <-h.release; err != nil {
+		return store.Rule{}, err
+	}
+	return h.Store.WithdrawSeen(ctx, id, actor, seen)
 }
 
 // passCounter counts the reconciler's passes and wakes until at each.
@@ -287,6 +309,117 @@ func TestEarlyWithdrawalThatFailsIsAnnouncedAgain(t *testing.T) {
 	}
 	if a, _, _ := r.sp.Path(rule.Rule.Match); a != rule.Rule.Action {
 		t.Fatalf("announced again with action %v, want %v", a, rule.Rule.Action)
+	}
+}
+
+// The withdrawal of a rule this gate stored leaves before anything is
+// read from the store: its checks are made on the rule as stored by its
+// Add, and the store's commit withdraws it only if it is still so.
+func TestEarlyWithdrawalOfAKeptRuleReadsNothingFirst(t *testing.T) {
+	t.Run("ByID", func(t *testing.T) {
+		testKeptRuleReadsNothingFirst(t, func(g *admit.Gate, rule store.Rule) error {
+			_, err := g.Withdraw(context.Background(), noc, rule.ID)
+			return err
+		})
+	})
+	t.Run("ByMatch", func(t *testing.T) {
+		testKeptRuleReadsNothingFirst(t, func(g *admit.Gate, rule store.Rule) error {
+			_, err := g.WithdrawMatch(context.Background(), noc, rule.Rule.String())
+			return err
+		})
+	})
+}
+
+func testKeptRuleReadsNothingFirst(t *testing.T, withdraw func(*admit.Gate, store.Rule) error) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.23/32 then discard")
+	r.st.briefs.Store(0)
+	done := make(chan error, 1)
+	go func() { done <- withdraw(r.gate, rule) }()
+	<-r.st.entered
+	r.until(t, "the path withdrawn ahead of the commit", func() bool { return !r.inRIB(rule.Rule.Match) })
+	if n := r.st.briefs.Load(); n != 0 {
+		t.Errorf("the rule was read %d times before its path left; want none", n)
+	}
+	r.st.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r.until(t, "the rule finished as withdrawn", func() bool {
+		got, err := r.st.Get(context.Background(), rule.ID)
+		return err == nil && got.State == store.Withdrawn
+	})
+}
+
+// A rule changed behind the gate's back since its Add (another process
+// on the same store) is decided on as stored now: a withdrawal its new
+// owner's rule refuses leaves nothing withdrawn, the caller gets the
+// refusal and the path, off while the gate decided, is announced again
+// at once.
+func TestEarlyWithdrawalOfAChangedRuleDecidesOnTheStoredRule(t *testing.T) {
+	t.Run("ByID", func(t *testing.T) {
+		testChangedRule(t, "id", func(g *admit.Gate, a admit.Actor, rule store.Rule) error {
+			_, err := g.Withdraw(context.Background(), a, rule.ID)
+			return err
+		})
+	})
+	t.Run("ByMatch", func(t *testing.T) {
+		testChangedRule(t, "text", func(g *admit.Gate, a admit.Actor, rule store.Rule) error {
+			_, err := g.WithdrawMatch(context.Background(), a, rule.Rule.String())
+			return err
+		})
+	})
+}
+
+func testChangedRule(t *testing.T, field string, withdraw func(*admit.Gate, admit.Actor, store.Rule) error) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.24/32 then discard")
+	// A detector's token that may withdraw only its own rules wrote it...
+	det := admit.Actor{Name: "noc", Source: admit.SourceTCP, Scope: admit.Scope{Prefixes: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}}}
+	// ...and another process's write made it someone else's.
+	changed, err := flowspec.Parse("match destination 203.0.113.24/32 then rate-limit 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := r.st.Store.Upsert(context.Background(), store.Input{Rule: changed, Actor: "other", ExpiresAt: rule.ExpiresAt})
+	if err != nil || got.ID != rule.ID || got.Actor != "other" {
+		t.Fatalf("the change behind the gate's back: %+v, %v", got, err)
+	}
+	r.until(t, "the changed rule announced", func() bool {
+		a, _, _ := r.sp.Path(rule.Rule.Match)
+		return a == changed.Action
+	})
+	r.settledPass(t)
+	done := make(chan error, 1)
+	r.st.briefs.Store(0)
+	go func() { done <- withdraw(r.gate, det, rule) }()
+	// Every commit the withdrawal asks for goes on (none, if the gate
+	// refuses it before any).
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-r.st.entered:
+				r.st.release <- nil
+			case <-stop:
+				return
+			}
+		}
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer within 30s")
+	}
+	wantRefusal(t, "withdrawal of a rule that changed hands", err, admit.KindForbidden, field, `"other"`)
+	got, err = r.st.Get(context.Background(), rule.ID)
+	if err != nil || got.State != store.Active || got.WithdrawRequested {
+		t.Fatalf("after the refused withdrawal: %+v, %v", got, err)
+	}
+	r.until(t, "the rule announced again", func() bool { return r.inRIB(rule.Rule.Match) })
+	if r.st.briefs.Load() == 0 {
+		t.Error("the rule was never read: its kept copy should have proved stale and the stored rule decided")
 	}
 }
 

@@ -53,6 +53,7 @@ func (g *Gate) enforce(ctx context.Context, ws []guard.Withdrawal) ([]guard.With
 	for i, w := range ws {
 		items[i] = w.Item
 	}
+	g.seen.clear()
 	done, err := g.cfg.Store.WithdrawMany(ctx, items, GuardrailActor)
 	if err != nil {
 		return nil, fmt.Errorf("withdraw %d rules that break the guardrails: %w", len(items), fromStore(err, 0))

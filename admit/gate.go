@@ -28,6 +28,10 @@ type Store interface {
 	// GetBrief returns a rule without its text, reason, times and
 	// status: what a withdrawal checks.
 	GetBrief(ctx context.Context, id int64) (store.Rule, error)
+	// WithdrawSeen is Withdraw for the rule as the caller saw it (a
+	// brief rule), refused with store.ErrChanged, writing nothing, if it
+	// is no longer so.
+	WithdrawSeen(ctx context.Context, id int64, actor string, seen store.Rule) (store.Rule, error)
 	// EachActive walks the active rules, brief (no reason or sites), one
 	// reused Rule at a time.
 	EachActive(ctx context.Context, fn func(*store.Rule) error) error
@@ -100,6 +104,9 @@ type Gate struct {
 	// setMu serializes the applies and deletions of declarative sets,
 	// which hold mu only chunk by chunk (sets.go).
 	setMu sync.Mutex
+	// seen keeps the rules single Adds stored, for their withdrawal
+	// (seen.go).
+	seen seenRules
 }
 
 // New returns a gate over cfg.Store.
@@ -182,6 +189,7 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 	if err != nil {
 		return store.Rule{}, false, fromStore(err, 0)
 	}
+	g.seen.put(r)
 	g.changed()
 	return r, created, nil
 }
@@ -219,6 +227,7 @@ func (g *Gate) AddMany(ctx context.Context, a Actor, reqs []Request) ([]store.Ru
 	for i := range ps {
 		ins[i] = ps[i].in
 	}
+	g.seen.clear() // the batch may change rules kept there
 	out, err := g.cfg.Store.UpsertMany(ctx, ins)
 	if err != nil {
 		return nil, fromStore(err, 0)

@@ -387,6 +387,7 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 			for i := range chunk {
 				ins[i] = chunk[i].in
 			}
+			g.seen.clear() // the set may change rules kept there
 			_, err := g.cfg.Store.UpsertMany(ctx, ins)
 			return err
 		})
@@ -398,6 +399,7 @@ func (g *Gate) ApplySetLines(ctx context.Context, a Actor, name string, set *Set
 		chunk := withdraw[lo:min(lo+setChunk, len(withdraw))]
 		var out []store.Rule
 		err := lk.write(ctx, func() (err error) {
+			g.seen.clear()
 			out, err = g.cfg.Store.WithdrawMany(ctx, chunk, a.Name)
 			return err
 		})
@@ -449,6 +451,7 @@ func (g *Gate) WithdrawSet(ctx context.Context, a Actor, name string) (SetResult
 	for lo := 0; lo < len(withdraw); lo += setChunk {
 		var out []store.Rule
 		err := lk.write(ctx, func() (err error) {
+			g.seen.clear()
 			out, err = g.cfg.Store.WithdrawMany(ctx, withdraw[lo:min(lo+setChunk, len(withdraw))], a.Name)
 			return err
 		})

@@ -39,6 +39,7 @@ func CheckStatic(cfg *config.Config) []*guard.Violation {
 func (g *Gate) SyncStatic(ctx context.Context, rules []config.StaticRule) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.seen.clear() // a static rule may take over a kept rule's match
 	origin := StaticOrigin(g.cfg.Store.Site())
 	declared := make(map[flowspec.Match]bool, len(rules))
 	var errs []error

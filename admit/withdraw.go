@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -23,30 +24,100 @@ func (g *Gate) Withdraw(ctx context.Context, a Actor, id int64) (store.Rule, err
 		return store.Rule{}, err
 	}
 	defer g.mu.Unlock()
+	if seen, ok := g.seen.take(id, g.now()); ok {
+		again := func() ([]store.Rule, error) {
+			r, err := g.withdrawChanged(ctx, a, id)
+			return []store.Rule{r}, err
+		}
+		if rs, err, done := g.withdrawSeen(ctx, a, seen, again); done {
+			if err != nil {
+				return store.Rule{}, err
+			}
+			return rs[0], nil
+		}
+	}
 	// The brief read: the withdrawal leaves as soon as the checks are
 	// done (time to withdraw), and the answer is the rule as withdrawn.
 	cur, err := g.cfg.Store.GetBrief(ctx, id)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
-	if !a.Scope.Sees(cur.Rule.Match) {
-		return store.Rule{}, refuse(KindNotFound, -1, "id", "%s", notFoundMsg(id))
-	}
-	if cur.State == store.Active && !cur.WithdrawRequested {
-		e := store.Existing{ID: cur.ID, Match: cur.Rule.Match, Actor: cur.Actor, Action: cur.Rule.Action, Origin: cur.Origin}
-		if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
-			ref.Field = "id"
-			return store.Rule{}, ref
-		}
-		if cur.Origin != "" {
-			return store.Rule{}, fromStore(&store.DeclaredError{ID: cur.ID, Origin: cur.Origin}, id)
-		}
+	if ref := g.mayWithdraw(a, cur, id); ref != nil {
+		return store.Rule{}, ref
 	}
 	r, err := g.withdraw(ctx, a, cur)
 	if err != nil {
 		return store.Rule{}, fromStore(err, id)
 	}
 	return r, nil
+}
+
+// mayWithdraw checks a's withdrawal of rule id, cur as stored.
+func (g *Gate) mayWithdraw(a Actor, cur store.Rule, id int64) *Refusal {
+	if !a.Scope.Sees(cur.Rule.Match) {
+		return refuse(KindNotFound, -1, "id", "%s", notFoundMsg(id))
+	}
+	if cur.State == store.Active && !cur.WithdrawRequested {
+		e := store.Existing{ID: cur.ID, Match: cur.Rule.Match, Actor: cur.Actor, Action: cur.Rule.Action, Origin: cur.Origin}
+		if ref := mayChange(a, e, -1, "withdraw"); ref != nil {
+			ref.Field = "id"
+			return ref
+		}
+		if cur.Origin != "" {
+			de := &store.DeclaredError{ID: cur.ID, Origin: cur.Origin}
+			return &Refusal{Kind: KindDeclared, Index: -1, Field: "text", Msg: de.Error(), Err: de}
+		}
+	}
+	return nil
+}
+
+// withdrawSeen withdraws the rule seen, as a single Add of this gate
+// stored it (seen.go), without reading it first: when every check passes
+// on seen and the withdrawal may leave ahead of its commit, its path
+// leaves at once and the store withdraws the rule only if it is still as
+// seen (WithdrawSeen). A rule that changed since is read and decided on
+// as stored (again: the caller's withdrawal as if nothing had been
+// kept), its path still off while the gate decides: a refusal then
+// announces it again at once. done is false when nothing was done (a
+// check failed on seen, or the withdrawal may not leave early): the
+// caller then reads the rule and withdraws it as any other.
+func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule, again func() ([]store.Rule, error)) (rs []store.Rule, err error, done bool) {
+	id, m := seen.ID, seen.Rule.Match
+	if g.cfg.Early == nil || !m.IsValid() || g.mayWithdraw(a, seen, id) != nil || !g.earlyWithdrawReady(seen) {
+		return nil, nil, false
+	}
+	g.cfg.Early.WithdrawEarly(m)
+	ctx, cancel := keepDeadline(ctx)
+	defer cancel()
+	r, err := g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	rs = []store.Rule{r}
+	if errors.Is(err, store.ErrChanged) {
+		rs, err = again()
+	}
+	g.cfg.Early.Settle(m)
+	if err != nil {
+		var ref *Refusal
+		if !errors.As(err, &ref) {
+			g.cfg.Log.Warn("withdrawal not stored after its path left ahead of the commit; the rule is announced again", "rule", id, "error", err)
+			err = fromStore(err, id)
+		}
+		return nil, err, true
+	}
+	g.changed()
+	return rs, nil, true
+}
+
+// withdrawChanged withdraws rule id, which changed since the gate kept
+// it, on its checks as read now; a Refusal if they fail.
+func (g *Gate) withdrawChanged(ctx context.Context, a Actor, id int64) (store.Rule, error) {
+	cur, err := g.cfg.Store.GetBrief(ctx, id)
+	if err != nil {
+		return store.Rule{}, err
+	}
+	if ref := g.mayWithdraw(a, cur, id); ref != nil {
+		return store.Rule{}, ref
+	}
+	return g.cfg.Store.Withdraw(ctx, id, a.Name)
 }
 
 // WithdrawMatch withdraws the active rule with the match of text (its
@@ -79,11 +150,22 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 		return nil, err
 	}
 	defer g.mu.Unlock()
-	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{rule.Match})
+	if seen, ok := g.seen.takeMatch(rule.Match, g.now()); ok {
+		again := func() ([]store.Rule, error) { return g.withdrawMatch(ctx, a, rule.Match) }
+		if rs, err, done := g.withdrawSeen(ctx, a, seen, again); done {
+			return rs, err
+		}
+	}
+	return g.withdrawMatch(ctx, a, rule.Match)
+}
+
+// withdrawMatch is WithdrawMatch of m once checked and locked.
+func (g *Gate) withdrawMatch(ctx context.Context, a Actor, m flowspec.Match) ([]store.Rule, error) {
+	active, err := g.cfg.Store.ActiveMatches(ctx, []flowspec.Match{m})
 	if err != nil {
 		return nil, fromStore(err, 0)
 	}
-	e, ok := active[rule.Match]
+	e, ok := active[m]
 	if !ok {
 		return []store.Rule{}, nil
 	}
@@ -93,6 +175,7 @@ func (g *Gate) WithdrawMatch(ctx context.Context, a Actor, text string) ([]store
 	if e.Origin != "" {
 		return nil, fromStore(&store.DeclaredError{ID: e.ID, Origin: e.Origin}, e.ID)
 	}
+	g.seen.forget(e.Match)
 	cur := store.Rule{ID: e.ID, Rule: flowspec.Rule{Match: e.Match, Action: e.Action}, State: store.Active}
 	if g.cfg.Early != nil {
 		// Whether it may leave early depends on its sites.

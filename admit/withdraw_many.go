@@ -73,6 +73,7 @@ func (g *Gate) WithdrawMatches(ctx context.Context, a Actor, texts []string) ([]
 	if len(items) == 0 {
 		return []store.Rule{}, nil
 	}
+	g.seen.clear()
 	done, err := g.cfg.Store.WithdrawMany(ctx, items, a.Name)
 	if err != nil {
 		return nil, fromStore(err, 0)

@@ -196,6 +196,19 @@ func (f *fakeRules) Withdraw(ctx context.Context, id int64, actor string) (store
 	return r, nil
 }
 
+// WithdrawSeen is Withdraw if rule id is still as seen (what a
+// withdrawal checks), store.ErrChanged otherwise.
+func (f *fakeRules) WithdrawSeen(ctx context.Context, id int64, actor string, seen store.Rule) (store.Rule, error) {
+	f.mu.Lock()
+	r, ok := f.rules[id]
+	f.mu.Unlock()
+	if ok && (r.Rule != seen.Rule || r.Actor != seen.Actor || r.Origin != seen.Origin || !slices.Equal(r.Sites, seen.Sites) ||
+		r.State != seen.State || r.WithdrawRequested != seen.WithdrawRequested) {
+		return store.Rule{}, store.ErrChanged
+	}
+	return f.Withdraw(ctx, id, actor)
+}
+
 // finish ends rule id in state st (withdrawn or expired), as the
 // reconciler does once its path is gone.
 func (f *fakeRules) finish(id int64, st store.State) {

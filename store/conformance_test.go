@@ -23,6 +23,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("UpsertManyAllOrNothing", func(t *testing.T) { testUpsertMany(t, fresh) })
 	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, fresh) })
 	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
+	t.Run("WithdrawSeenOnlyIfUnchanged", func(t *testing.T) { testWithdrawSeen(t, fresh) })
 	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
 	t.Run("FinishManyPerItem", func(t *testing.T) { testFinishMany(t, fresh) })
 	t.Run("FinishClearsThisSitesAnnounced", func(t *testing.T) { testFinishClearsAnnounced(t, fresh) })
@@ -182,6 +183,45 @@ func testInvalid(t *testing.T, fresh freshFunc) {
 	}
 	if all, _ := s.List(ctx, ""); len(all) != 0 {
 		t.Errorf("invalid inputs stored %d rules", len(all))
+	}
+}
+
+// WithdrawSeen withdraws a rule only while it is as the caller saw it
+// (what a withdrawal checks); otherwise it writes nothing and says so.
+func testWithdrawSeen(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	seen, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "det"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another writer gives it another owner and action.
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 1000"), Actor: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WithdrawSeen(ctx, seen.ID, "det", seen); !errors.Is(err, ErrChanged) {
+		t.Fatalf("WithdrawSeen of a changed rule = %v, want ErrChanged", err)
+	}
+	if g, err := s.Get(ctx, seen.ID); err != nil || g.WithdrawRequested || g.State != Active || g.Actor != "other" {
+		t.Fatalf("after the refused WithdrawSeen: %+v, %v", g, err)
+	}
+	if d, err := s.ChangedSince(ctx, rev); err != nil || len(d.Active)+len(d.Gone) != 0 {
+		t.Fatalf("the refused WithdrawSeen wrote a change: %+v, %v", d, err)
+	}
+	now, err := s.GetBrief(ctx, seen.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WithdrawSeen(ctx, now.ID, "det", now)
+	if err != nil || !w.WithdrawRequested || w.Actor != "det" {
+		t.Fatalf("WithdrawSeen of the rule as read = %+v, %v", w, err)
+	}
+	if _, err := s.WithdrawSeen(ctx, 12345, "x", Rule{ID: 12345}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("WithdrawSeen of an unknown id = %v, want ErrNotFound", err)
 	}
 }
 

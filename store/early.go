@@ -196,7 +196,7 @@ func (h *health) end(f *flight, err error) {
 	switch {
 	case err == nil:
 		h.failed = nil
-	case errors.Is(err, ErrInvalidInput), errors.Is(err, ErrDeclared), errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrInvalidInput), errors.Is(err, ErrDeclared), errors.Is(err, ErrNotFound), errors.Is(err, ErrChanged):
 	default:
 		h.failed = err
 	}

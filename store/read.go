@@ -35,6 +35,16 @@ func (s *Store) get(ctx context.Context, q querier, id int64) (Rule, error) {
 func (s *Store) GetBrief(ctx context.Context, id int64) (Rule, error) {
 	cctx, cancel := s.call(ctx, 1)
 	defer cancel()
+	r, err := s.brief(cctx, s.eng.reader(), id)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Rule{}, s.wrap(ctx, "get rule", err)
+	}
+	return r, err
+}
+
+// brief is GetBrief's read through q (the reader, or a write's
+// transaction).
+func (s *Store) brief(ctx context.Context, q querier, id int64) (Rule, error) {
 	var (
 		r           Rule
 		fam         int64
@@ -43,13 +53,13 @@ func (s *Store) GetBrief(ctx context.Context, id int64) (Rule, error) {
 		expires     dbTime
 		state       string
 	)
-	err := s.eng.reader().queryRow(cctx, `SELECT id, family, nlri, communities, actor, origin, sites, expires_at, state, withdraw_requested
+	err := q.queryRow(ctx, `SELECT id, family, nlri, communities, actor, origin, sites, expires_at, state, withdraw_requested
 		FROM rules WHERE id = ?`, id).Scan(&r.ID, &fam, &nlri, &comms, &r.Actor, &r.Origin, &sites, &expires, &state, &r.WithdrawRequested)
 	if errors.Is(err, errNoRows) {
 		return Rule{}, fmt.Errorf("rule %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return Rule{}, s.wrap(ctx, "get rule", err)
+		return Rule{}, err
 	}
 	r.Rule = decodeRule(flowspec.Family(fam), nlri, comms)
 	r.Sites, r.ExpiresAt, r.State = decodeSites(sites.s), expires.t, State(state)

@@ -431,7 +431,7 @@ func (s *Store) wrap(parent context.Context, op string, err error) error {
 		return s.refused()
 	}
 	var ue *unavailableError
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.Is(err, ErrSetConflict) || errors.As(err, &ue) {
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidInput) || errors.Is(err, ErrDeclared) || errors.Is(err, ErrSetConflict) || errors.Is(err, ErrChanged) || errors.As(err, &ue) {
 		return err
 	}
 	if perr := parent.Err(); perr != nil {

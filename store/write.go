@@ -372,6 +372,51 @@ func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, err
 	return r, err
 }
 
+// ErrChanged is WithdrawSeen's answer when the rule is no longer as the
+// caller saw it: nothing was written; read the rule again and decide on
+// it as it is now.
+var ErrChanged = errors.New("rule changed since it was read")
+
+// WithdrawSeen is Withdraw for a rule the caller checked as seen (a
+// brief rule, as GetBrief returns it, kept from an earlier write or
+// read) without reading it again first: in the same transaction it
+// withdraws the rule only if it is still as seen (its match, action,
+// actor, origin, sites, state and withdraw request), and otherwise
+// writes nothing and returns ErrChanged. The withdrawal's checks are then
+// those of the stored rule, as with a read right before Withdraw.
+func (s *Store) WithdrawSeen(ctx context.Context, id int64, actor string, seen Rule) (Rule, error) {
+	var r Rule
+	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
+		cur, err := s.brief(ctx, t, id)
+		if err != nil {
+			return false, err
+		}
+		if !sameBrief(cur, seen) {
+			return false, fmt.Errorf("rule %d: %w", id, ErrChanged)
+		}
+		now := s.now()
+		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
+			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			t.event(id, now, EventWithdrawRequested, actor, "",
+				map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
+		}
+		r, err = s.get(ctx, t, id)
+		return n > 0, err
+	})
+	return r, err
+}
+
+// sameBrief reports whether two brief reads of a rule agree on what a
+// withdrawal checks.
+func sameBrief(a, b Rule) bool {
+	return a.ID == b.ID && a.Rule == b.Rule && a.Actor == b.Actor && a.Origin == b.Origin &&
+		slices.Equal(a.Sites, b.Sites) && a.State == b.State && a.WithdrawRequested == b.WithdrawRequested
+}
+
 // Finish moves an active rule to Withdrawn or Expired once the reconciler
 // saw its path gone. It is a conditional update, safe from several instances
 // at once and idempotent: it does nothing if the rule is no longer active,
