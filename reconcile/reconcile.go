@@ -450,7 +450,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // made by the caller: rev as Revision returned it, then every rule of one
 // EachActive walk given to rows.Add. The first pass takes it as it takes a
 // background re-read, catching up with what changed since rev
-// (ChangedSince), instead of reading every row again: the daemon reads the
+// (EachChangedSince), instead of reading every row again: the daemon reads the
 // rules once at start, for the guardrails' check (whose withdrawals the
 // catching up then sees) and for this. Seed must be called before Run; a
 // walk that failed is not given (the first pass then reads on its own).
