@@ -94,13 +94,16 @@ func watchBursts(ctx context.Context, count, free func() uint64, tick, quiet, ev
 // cores its mark workers take the CPU from GoBGP's server loop, which is
 // what paces the load (measured at 100,000 rules on a shared 2-core box:
 // about a fifth of the process's CPU, ~2 s less with GOGC=400). Until the
-// first load is done the collector runs at firstLoadGCPercent, within a
-// heap of firstLoadHeap at most; the default applies again once the table
-// is loaded, or as soon as the live heap passes half that budget, so a
-// large table costs no more memory than it did. An operator's own GOGC or
-// GOMEMLIMIT is left alone.
+// first load is done the collector waits for the heap to reach
+// firstLoadHeap (GOGC off, that memory limit): a table that fits is loaded
+// without a single cycle (at 100,000 rules GOGC=400 still ran cycles that
+// took a tenth of the start's CPU, while the new session competes for it);
+// the default applies again once the table is loaded, or as soon as a
+// cycle finds the live heap past half that budget, so a large table costs
+// no more memory than it did. An operator's own GOGC or GOMEMLIMIT is left
+// alone.
 const (
-	firstLoadGCPercent = 400
+	firstLoadGCPercent = -1 // off: the memory limit alone starts a cycle
 	firstLoadHeap      = 512 << 20
 )
 

@@ -155,6 +155,32 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	}
 }
 
+// TestLightGCNoCycleBelowBudget: a first load whose heap stays within the
+// budget runs no collection cycle: the collector's work would compete with
+// the load and the new sessions for the CPU.
+func TestLightGCNoCycleBelowBudget(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: lightGCUntilLoaded leaves them alone")
+	}
+	runtime.GC()
+	loaded := make(chan struct{})
+	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), loaded, 1<<30, time.Millisecond)
+	cycles := readMetric("/gc/cycles/total:gc-cycles")
+	// A table of 64 MiB built in small pieces, as a load builds it: many
+	// times the heap the last cycle left.
+	table := make([][]byte, 0, 1<<14)
+	for range 1 << 14 {
+		table = append(table, make([]byte, 4<<10))
+	}
+	ran := readMetric("/gc/cycles/total:gc-cycles") - cycles
+	close(loaded)
+	<-done
+	runtime.KeepAlive(table)
+	if ran != 0 {
+		t.Errorf("%d collection cycles during a load of 64 MiB within a budget of 1 GiB, want none", ran)
+	}
+}
+
 // gcPercent reads the GC percent in effect.
 func gcPercent() int64 { return int64(readMetric("/gc/gogc:percent")) }
 
