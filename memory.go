@@ -95,16 +95,20 @@ func watchBursts(ctx context.Context, count, free func() uint64, tick, quiet, ev
 // what paces the load (measured at 100,000 rules on a shared 2-core box:
 // about a fifth of the process's CPU, ~2 s less with GOGC=400). Until the
 // first load is done the collector waits for the heap to reach
-// firstLoadHeap (GOGC off, that memory limit): a table that fits is loaded
-// without a single cycle (at 100,000 rules GOGC=400 still ran cycles that
-// took a tenth of the start's CPU, while the new session competes for it);
-// the default applies again once the table is loaded, or as soon as a
-// cycle finds the live heap past half that budget, so a large table costs
-// no more memory than it did. An operator's own GOGC or GOMEMLIMIT is left
-// alone.
+// firstLoadHeap (GOGC off, that memory limit): a table whose load
+// allocates less is loaded without a single cycle. The start-up walk of
+// 100,000 FlowSpec rules allocates about 535 MiB (BenchmarkStartup100k;
+// GoBGP's per-path garbage mostly), and a session to a router adds its
+// own: with 512 MiB the collector still took about a fifth of the walk's
+// CPU (1.0 of 5.3 s), with 1 GiB none. The default applies again once the
+// table is loaded, or as soon as a cycle finds the live heap past half
+// that budget, so a large table costs no more memory than it did; a
+// smaller one holds up to firstLoadHeap for the seconds of its load, given
+// back after it (releaseAfterBursts). An operator's own GOGC or GOMEMLIMIT
+// is left alone.
 const (
 	firstLoadGCPercent = -1 // off: the memory limit alone starts a cycle
-	firstLoadHeap      = 512 << 20
+	firstLoadHeap      = 1 << 30
 )
 
 // lightGCUntilLoaded runs the collector lightly (see above) from now until
