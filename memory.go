@@ -106,15 +106,21 @@ func watchBursts(ctx context.Context, count, free func() uint64, tick, quiet, ev
 // smaller one holds up to firstLoadHeap for the seconds of its load, given
 // back after it (releaseAfterBursts). An operator's own GOGC or GOMEMLIMIT
 // is left alone.
+//
+// The light collector ends after firstLoadLongest whatever happens: a
+// start whose first load never completes (a store that cannot be read)
+// does not keep the process at the budget.
 const (
 	firstLoadGCPercent = -1 // off: the memory limit alone starts a cycle
 	firstLoadHeap      = 1 << 30
+	firstLoadLongest   = 2 * time.Minute
 )
 
 // lightGCUntilLoaded runs the collector lightly (see above) from now until
-// loaded is closed, ctx ends or the live heap passes budget/2, then
-// restores the settings it found and closes the channel it returns.
-func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick time.Duration) <-chan struct{} {
+// loaded is closed, ctx ends, longest has passed or the live heap passes
+// budget/2, then restores the settings it found and closes the channel it
+// returns.
+func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick, longest time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		close(done)
@@ -131,11 +137,16 @@ func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan str
 		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		t := time.NewTicker(tick)
 		defer t.Stop()
+		end := time.NewTimer(longest)
+		defer end.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-loaded:
+				return
+			case <-end.C:
+				log.Warn("the first load did not finish in time; default GC again", "after", longest)
 				return
 			case <-t.C:
 				metrics.Read(live)

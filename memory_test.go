@@ -125,7 +125,7 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	log := hclog.NewNullLogger()
 
 	loaded := make(chan struct{})
-	done := lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond)
+	done := lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond, time.Hour)
 	if got := gcPercent(); got != firstLoadGCPercent {
 		t.Errorf("GC percent during the load %d, want %d", got, firstLoadGCPercent)
 	}
@@ -144,7 +144,7 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	// A budget the live heap already passes: back to the default without
 	// the load being done (the live heap is known after a first cycle).
 	runtime.GC()
-	done = lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond)
+	done = lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond, time.Hour)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -164,7 +164,7 @@ func TestLightGCNoCycleBelowBudget(t *testing.T) {
 	}
 	runtime.GC()
 	loaded := make(chan struct{})
-	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), loaded, 1<<30, time.Millisecond)
+	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), loaded, 1<<30, time.Millisecond, time.Hour)
 	cycles := readMetric("/gc/cycles/total:gc-cycles")
 	// A table of 64 MiB built in small pieces, as a load builds it: many
 	// times the heap the last cycle left.
@@ -178,6 +178,25 @@ func TestLightGCNoCycleBelowBudget(t *testing.T) {
 	runtime.KeepAlive(table)
 	if ran != 0 {
 		t.Errorf("%d collection cycles during a load of 64 MiB within a budget of 1 GiB, want none", ran)
+	}
+}
+
+// A first load that never finishes (a store that cannot be read at
+// start) does not keep the collector light: after the longest it is
+// given, the settings found before apply again.
+func TestLightGCEndsAfterLongest(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: lightGCUntilLoaded leaves them alone")
+	}
+	before, beforeLimit := gcPercent(), memoryLimit()
+	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), make(chan struct{}), 1<<40, time.Hour, 10*time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("light GC still on 30 s after the longest a first load is given (10 ms)")
+	}
+	if got, gotLimit := gcPercent(), memoryLimit(); got != before || gotLimit != beforeLimit {
+		t.Errorf("GC percent %d, memory limit %d after the first load's time ran out; want %d, %d as before", got, gotLimit, before, beforeLimit)
 	}
 }
 

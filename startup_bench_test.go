@@ -93,7 +93,7 @@ func BenchmarkStartup100k(b *testing.B) {
 		start := time.Now()
 		// As the daemon: the collector runs lightly until the first load
 		// is done (memory.go).
-		gcDone := lightGCUntilLoaded(sctx, hclog.NewNullLogger(), loaded, firstLoadHeap, 100*time.Millisecond)
+		gcDone := lightGCUntilLoaded(sctx, hclog.NewNullLogger(), loaded, firstLoadHeap, 100*time.Millisecond, firstLoadLongest)
 		if got, err := enforceAtStart(sctx, hclog.NewNullLogger(), st, gate, rec); err != nil || got != 0 {
 			b.Fatalf("enforceAtStart = %d, %v", got, err)
 		}
