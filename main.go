@@ -311,7 +311,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		// runs lightly until it is done (memory.go).
 		gcCtx, gcDone := context.WithCancel(ctx)
 		defer gcDone()
-		lightGCUntilLoaded(gcCtx, log.Named("memory"), rec.Loaded(), firstLoadHeap, 100*time.Millisecond)
+		lightGCUntilLoaded(gcCtx, log.Named("memory"), rec.Loaded(), firstLoadHeap, 100*time.Millisecond, firstLoadLongest)
 		// Guardrails changed while the daemon was down apply before the
 		// first pass announces anything; the pass starts from the same
 		// reading.

@@ -94,20 +94,33 @@ func watchBursts(ctx context.Context, count, free func() uint64, tick, quiet, ev
 // cores its mark workers take the CPU from GoBGP's server loop, which is
 // what paces the load (measured at 100,000 rules on a shared 2-core box:
 // about a fifth of the process's CPU, ~2 s less with GOGC=400). Until the
-// first load is done the collector runs at firstLoadGCPercent, within a
-// heap of firstLoadHeap at most; the default applies again once the table
-// is loaded, or as soon as the live heap passes half that budget, so a
-// large table costs no more memory than it did. An operator's own GOGC or
-// GOMEMLIMIT is left alone.
+// first load is done the collector waits for the heap to reach
+// firstLoadHeap (GOGC off, that memory limit): a table whose load
+// allocates less is loaded without a single cycle. The start-up walk of
+// 100,000 FlowSpec rules allocates about 535 MiB (BenchmarkStartup100k;
+// GoBGP's per-path garbage mostly), and a session to a router adds its
+// own: with 512 MiB the collector still took about a fifth of the walk's
+// CPU (1.0 of 5.3 s), with 1 GiB none. The default applies again once the
+// table is loaded, or as soon as a cycle finds the live heap past half
+// that budget, so a large table costs no more memory than it did; a
+// smaller one holds up to firstLoadHeap for the seconds of its load, given
+// back after it (releaseAfterBursts). An operator's own GOGC or GOMEMLIMIT
+// is left alone.
+//
+// The light collector ends after firstLoadLongest whatever happens: a
+// start whose first load never completes (a store that cannot be read)
+// does not keep the process at the budget.
 const (
-	firstLoadGCPercent = 400
-	firstLoadHeap      = 512 << 20
+	firstLoadGCPercent = -1 // off: the memory limit alone starts a cycle
+	firstLoadHeap      = 1 << 30
+	firstLoadLongest   = 2 * time.Minute
 )
 
 // lightGCUntilLoaded runs the collector lightly (see above) from now until
-// loaded is closed, ctx ends or the live heap passes budget/2, then
-// restores the settings it found and closes the channel it returns.
-func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick time.Duration) <-chan struct{} {
+// loaded is closed, ctx ends, longest has passed or the live heap passes
+// budget/2, then restores the settings it found and closes the channel it
+// returns.
+func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan struct{}, budget int64, tick, longest time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		close(done)
@@ -124,11 +137,16 @@ func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan str
 		live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		t := time.NewTicker(tick)
 		defer t.Stop()
+		end := time.NewTimer(longest)
+		defer end.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-loaded:
+				return
+			case <-end.C:
+				log.Warn("the first load did not finish in time; default GC again", "after", longest)
 				return
 			case <-t.C:
 				metrics.Read(live)

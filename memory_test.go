@@ -125,7 +125,7 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	log := hclog.NewNullLogger()
 
 	loaded := make(chan struct{})
-	done := lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond)
+	done := lightGCUntilLoaded(context.Background(), log, loaded, 1<<40, time.Millisecond, time.Hour)
 	if got := gcPercent(); got != firstLoadGCPercent {
 		t.Errorf("GC percent during the load %d, want %d", got, firstLoadGCPercent)
 	}
@@ -144,7 +144,7 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	// A budget the live heap already passes: back to the default without
 	// the load being done (the live heap is known after a first cycle).
 	runtime.GC()
-	done = lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond)
+	done = lightGCUntilLoaded(context.Background(), log, make(chan struct{}), 2, time.Millisecond, time.Hour)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -152,6 +152,51 @@ func TestLightGCUntilLoaded(t *testing.T) {
 	}
 	if got := gcPercent(); got != before {
 		t.Errorf("GC percent after the budget was passed %d, want %d as before", got, before)
+	}
+}
+
+// TestLightGCNoCycleBelowBudget: a first load whose heap stays within the
+// budget runs no collection cycle: the collector's work would compete with
+// the load and the new sessions for the CPU.
+func TestLightGCNoCycleBelowBudget(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: lightGCUntilLoaded leaves them alone")
+	}
+	runtime.GC()
+	loaded := make(chan struct{})
+	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), loaded, 1<<30, time.Millisecond, time.Hour)
+	cycles := readMetric("/gc/cycles/total:gc-cycles")
+	// A table of 64 MiB built in small pieces, as a load builds it: many
+	// times the heap the last cycle left.
+	table := make([][]byte, 0, 1<<14)
+	for range 1 << 14 {
+		table = append(table, make([]byte, 4<<10))
+	}
+	ran := readMetric("/gc/cycles/total:gc-cycles") - cycles
+	close(loaded)
+	<-done
+	runtime.KeepAlive(table)
+	if ran != 0 {
+		t.Errorf("%d collection cycles during a load of 64 MiB within a budget of 1 GiB, want none", ran)
+	}
+}
+
+// A first load that never finishes (a store that cannot be read at
+// start) does not keep the collector light: after the longest it is
+// given, the settings found before apply again.
+func TestLightGCEndsAfterLongest(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: lightGCUntilLoaded leaves them alone")
+	}
+	before, beforeLimit := gcPercent(), memoryLimit()
+	done := lightGCUntilLoaded(context.Background(), hclog.NewNullLogger(), make(chan struct{}), 1<<40, time.Hour, 10*time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("light GC still on 30 s after the longest a first load is given (10 ms)")
+	}
+	if got, gotLimit := gcPercent(), memoryLimit(); got != before || gotLimit != beforeLimit {
+		t.Errorf("GC percent %d, memory limit %d after the first load's time ran out; want %d, %d as before", got, gotLimit, before, beforeLimit)
 	}
 }
 

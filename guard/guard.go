@@ -336,12 +336,13 @@ func CheckActive(l *config.Guardrails, r flowspec.Rule, remaining time.Duration)
 	if v := checkMatch(l, r); v != nil {
 		return v
 	}
-	text := r.String()
+	// The rule's text only for a violation: the start checks every
+	// active rule, nearly all of which pass.
 	switch maxTTL := l.TTLMax(); {
 	case l.RequireTTL && remaining <= 0:
-		return &Violation{Guardrail: TTLRequired, Rule: text, Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL ([guardrails] require_ttl)"}
+		return &Violation{Guardrail: TTLRequired, Rule: r.String(), Field: "ttl", Msg: "the rule never expires and every rule now needs a TTL ([guardrails] require_ttl)"}
 	case maxTTL > 0 && remaining > maxTTL:
-		return &Violation{Guardrail: MaxTTL, Rule: text, Field: "ttl",
+		return &Violation{Guardrail: MaxTTL, Rule: r.String(), Field: "ttl",
 			Msg: fmt.Sprintf("it expires in %s, later than the maximum TTL %s ([guardrails] max_ttl)", remaining.Round(time.Second), maxTTL)}
 	}
 	return nil

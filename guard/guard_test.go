@@ -247,6 +247,32 @@ func TestCheckActive(t *testing.T) {
 	}
 }
 
+// A rule that breaks no guardrail costs no allocation: the start checks
+// every active rule (a million on a large appliance).
+func TestCheckActiveNoAllocs(t *testing.T) {
+	l := &config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}, RequireTTL: true, MaxTTL: time.Hour,
+		Protected: config.Protected{
+			Own:              []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")},
+			Neighbors:        []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::2")},
+			NeighborPrefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.128/25")},
+			Ports:            []uint16{179},
+		}}
+	for _, text := range []string{
+		"route 198.51.100.1/32 then blackhole",
+		"match destination 10.1.2.3/32 protocol ==17 destination-port ==53 then discard",
+		"match destination 2001:db8:1::/48 protocol ==6 then rate-limit 1000",
+	} {
+		r := rule(t, text)
+		if n := testing.AllocsPerRun(100, func() {
+			if CheckActive(l, r, 10*time.Minute) != nil {
+				t.Fatalf("%s breaks a guardrail", text)
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations per check, want 0", text, n)
+		}
+	}
+}
+
 // Static rules get the safelist and prefix lengths, never the TTL rules.
 func TestCheckStatic(t *testing.T) {
 	l := &config.Guardrails{Safelist: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}, RequireTTL: true, MaxTTL: time.Hour}

@@ -27,10 +27,11 @@ const tcp = 6
 // Any other action — a rate, a redirect, a DSCP mark, an unknown
 // community — may affect the traffic it matches.
 func filtersNothing(a flowspec.Action) bool {
-	if len(a.AppendIPv6ExtCommunities(nil)) > 0 {
+	var buf [64]byte // an action's communities fit: no allocation per rule
+	if len(a.AppendIPv6ExtCommunities(buf[:0])) > 0 {
 		return false
 	}
-	ext := a.AppendExtCommunities(nil)
+	ext := a.AppendExtCommunities(buf[:0])
 	if len(ext) == 0 {
 		return false
 	}
@@ -43,40 +44,50 @@ func filtersNothing(a flowspec.Action) bool {
 }
 
 // endpoint is one protected address (a host prefix) or dynamic neighbor
-// prefix, and what it is (what, for messages: named only when a rule hits
-// it, not for every rule checked).
+// prefix, and what it is, for messages (what).
 type endpoint struct {
-	p       netip.Prefix
-	own     bool // the appliance's, else a router's
-	dynamic bool // the dynamic neighbors' prefix
+	p    netip.Prefix
+	own  bool // the appliance's, else a router's
+	kind endpointKind
 }
 
+type endpointKind uint8
+
+const (
+	ownAddress endpointKind = iota
+	neighborAddress
+	neighborPrefix
+)
+
+// what names ep in a message. Built only for a violation: every active
+// rule is checked at start, nearly all of which pass.
 func (ep endpoint) what() string {
-	switch {
-	case ep.own:
+	switch ep.kind {
+	case ownAddress:
 		return "the appliance's own address " + ep.p.Addr().String()
-	case ep.dynamic:
+	case neighborAddress:
+		return "neighbor " + ep.p.Addr().String()
+	default:
 		return "the dynamic neighbors' prefix " + ep.p.String()
 	}
-	return "neighbor " + ep.p.Addr().String()
 }
 
-// endpoints lists p's addresses and prefixes of one address family.
-func endpoints(p *config.Protected, is6 bool) []endpoint {
-	var out []endpoint
+// endpoints appends p's addresses and prefixes of one address family to
+// out.
+func endpoints(out []endpoint, p *config.Protected, is6 bool) []endpoint {
 	for _, a := range p.Own {
 		if a.Is6() == is6 {
-			out = append(out, endpoint{p: netip.PrefixFrom(a, a.BitLen()), own: true})
+			out = append(out, endpoint{netip.PrefixFrom(a, a.BitLen()), true, ownAddress})
 		}
 	}
 	for _, a := range p.Neighbors {
 		if a.Is6() == is6 {
-			out = append(out, endpoint{p: netip.PrefixFrom(a, a.BitLen())})
+			out = append(out, endpoint{netip.PrefixFrom(a, a.BitLen()), false, neighborAddress})
 		}
 	}
 	for _, q := range p.NeighborPrefixes {
 		if q.Addr().Is6() == is6 {
-			out = append(out, endpoint{p: q, dynamic: true})
+			out = append(out, endpoint{q, false, neighborPrefix})
 		}
 	}
 	return out
@@ -89,7 +100,8 @@ func endpoints(p *config.Protected, is6 bool) []endpoint {
 // would cut every rule with them, including the one that undoes it.
 func checkProtected(p *config.Protected, r flowspec.Rule) *Violation {
 	m := r.Match
-	eps := endpoints(p, m.Family().Is6())
+	var buf [8]endpoint // a few addresses: no allocation per rule
+	eps := endpoints(buf[:0], p, m.Family().Is6())
 	if len(eps) == 0 {
 		return nil
 	}

@@ -184,3 +184,20 @@ func TestFullReadHoldsNoStoreRules(t *testing.T) {
 		t.Fatalf("seed holds %d rows, want %d", rows.Len(), n)
 	}
 }
+
+// A start-up read of a large table grows its rows by doubling: the table
+// is copied a few times over, not once per quarter of growth.
+func TestRowsGrowByDoubling(t *testing.T) {
+	r := store.Rule{ID: 1, Rule: testRule(t, 1, discard()), State: store.Active}
+	const n = 100_000
+	allocs := testing.AllocsPerRun(1, func() {
+		var rs Rows
+		for range n {
+			rs.Add(&r)
+		}
+	})
+	// Doubling from 256: 9 allocations to 100,000 rows.
+	if allocs > 12 {
+		t.Errorf("%v allocations reading %d rows, want at most 12", allocs, n)
+	}
+}
