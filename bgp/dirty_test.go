@@ -2,6 +2,7 @@ package bgp
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"testing"
@@ -85,4 +86,49 @@ func matchSet(ms []flowspec.Match) map[flowspec.Match]bool {
 		out[m] = true
 	}
 	return out
+}
+
+// TestDirtyBoundScalesWithTheTable: the dirty set overflows into "look
+// at everything" past 65,536 Matches in a small mirror, and only past a
+// quarter of the paths in a large one, so a large table's burst stays
+// incremental.
+func TestDirtyBoundScalesWithTheTable(t *testing.T) {
+	key := func(i int) flowspec.Match {
+		r, err := flowspec.Parse(fmt.Sprintf("route 10.%d.%d.%d/32 then blackhole", i>>16&255, i>>8&255, i&255))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Match
+	}
+	var m mirror
+	m.init()
+	m.dirtyAll = false
+	for i := range maxDirty {
+		m.markDirty(key(i))
+	}
+	if m.dirtyAll {
+		t.Fatal("overflowed at its bound")
+	}
+	m.markDirty(key(maxDirty))
+	if !m.dirtyAll {
+		t.Fatal("a small mirror's dirty set went past 65,536 Matches")
+	}
+
+	const paths = 8 * maxDirty
+	for i := range paths {
+		m.paths[key(i)] = flowspec.Discard()
+	}
+	m.dirtyAll = false
+	for i := range 2 * maxDirty {
+		m.markDirty(key(i))
+	}
+	if m.dirtyAll || len(m.dirty) != 2*maxDirty {
+		t.Fatalf("a mirror of %d paths overflowed at %d dirty Matches (all %v)", paths, len(m.dirty), m.dirtyAll)
+	}
+	for i := 2 * maxDirty; i <= paths/4; i++ {
+		m.markDirty(key(i))
+	}
+	if !m.dirtyAll {
+		t.Fatalf("no overflow past a quarter of %d paths", paths)
+	}
 }
