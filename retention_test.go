@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,13 +15,7 @@ import (
 // seen from its clock: with a clock 100 days ahead, the finished rule and
 // the old history go, the active rule stays.
 func TestPurgeLoop(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "rk.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st := openTestStore(t)
 	parse := func(s string) flowspec.Rule {
 		r, err := flowspec.Parse(s)
 		if err != nil {

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"syscall"
@@ -16,9 +14,7 @@ import (
 	"github.com/ribkeeper/ribkeeper/admit"
 	"github.com/ribkeeper/ribkeeper/bgp"
 	"github.com/ribkeeper/ribkeeper/config"
-	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/reconcile"
-	"github.com/ribkeeper/ribkeeper/store"
 )
 
 // processCPU is the process's CPU time so far, in seconds.
@@ -52,26 +48,9 @@ func gcCPU() float64 {
 // time does not.
 func BenchmarkStartup100k(b *testing.B) {
 	const n = 100_000
-	ctx := context.Background()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "rk.db")})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	exp := time.Now().Add(time.Hour)
-	for i := 0; i < n; i += 5000 {
-		in := make([]store.Input, 0, 5000)
-		for j := i; j < min(i+5000, n); j++ {
-			r, err := flowspec.Parse(fmt.Sprintf("match destination 10.%d.%d.%d/32 protocol ==17 destination-port ==53 then discard", j>>16&255, j>>8&255, j&255))
-			if err != nil {
-				b.Fatal(err)
-			}
-			in = append(in, store.Input{Rule: r, ExpiresAt: exp, Actor: "bench"})
-		}
-		if _, err := st.UpsertMany(ctx, in); err != nil {
-			b.Fatal(err)
-		}
-	}
+	_, st := openTestStore(b)
+	ctx := context.Background() // the walks outlast one test store call
+	storeRestartTable(b, ctx, st, n, "bench")
 	gr := config.Guardrails{Protected: config.Protected{
 		Own:       []netip.Addr{netip.MustParseAddr("127.0.0.11")},
 		Neighbors: []netip.Addr{netip.MustParseAddr("127.0.0.12")},

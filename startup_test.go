@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,13 +20,7 @@ import (
 // withdrawn (among thousands, across the walk's 1,024-row steps), and a
 // walk that fails withdraws nothing.
 func TestEnforceAtStartStreams(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "rk.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st := openTestStore(t)
 	const n = 3000
 	in := make([]store.Input, 0, n)
 	for i := range n {
@@ -87,26 +78,9 @@ func TestEnforceAtStartStreams(t *testing.T) {
 // scaled. With 512 MiB the collector ran cycles that took about a fifth
 // of the walk's CPU.
 func TestFirstLoadBudgetHoldsTable(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := store.Open(ctx, store.Config{Path: filepath.Join(t.TempDir(), "rk.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	ctx, st := openTestStore(t)
 	const n, table = 10_000, 100_000
-	in := make([]store.Input, 0, n)
-	exp := time.Now().Add(time.Hour)
-	for i := range n {
-		r, err := flowspec.Parse(fmt.Sprintf("match destination 10.%d.%d.%d/32 protocol ==17 destination-port ==53 then discard", i>>16&255, i>>8&255, i&255))
-		if err != nil {
-			t.Fatal(err)
-		}
-		in = append(in, store.Input{Rule: r, ExpiresAt: exp, Actor: "t"})
-	}
-	if _, err := st.UpsertMany(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	storeRestartTable(t, ctx, st, n, "t")
 	sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
 	if err := sp.Start(ctx); err != nil {
 		t.Fatal(err)
