@@ -141,13 +141,7 @@ func BenchmarkEarlyOK(b *testing.B) {
 			s := open(b, e.fresh(b), "a")
 			rs := benchRules(b, 1001)
 			ctx := ctxT(b)
-			ins := make([]Input, 1000)
-			for i := range ins {
-				ins[i] = Input{Rule: rs[i], Actor: "bench"}
-			}
-			if _, err := s.UpsertMany(ctx, ins); err != nil {
-				b.Fatal(err)
-			}
+			storeBench(b, s, rs[:1000], "bench")
 			in := Input{Rule: rs[1000], Actor: "bench"}
 			b.ResetTimer()
 			for range b.N {
@@ -169,14 +163,7 @@ func BenchmarkEarlyWithdrawRead(b *testing.B) {
 			s := open(b, e.fresh(b), "a")
 			rs := benchRules(b, 1000)
 			ctx := ctxT(b)
-			ins := make([]Input, len(rs))
-			for i := range ins {
-				ins[i] = Input{Rule: rs[i], Actor: "bench"}
-			}
-			stored, err := s.UpsertMany(ctx, ins)
-			if err != nil {
-				b.Fatal(err)
-			}
+			stored := storeBench(b, s, rs, "bench")
 			b.ResetTimer()
 			for i := range b.N {
 				r, err := s.GetBrief(ctx, stored[i%len(stored)].ID)
@@ -197,13 +184,7 @@ func BenchmarkChangedSinceOne(b *testing.B) {
 			s := open(b, e.fresh(b), "a")
 			rs := benchRules(b, 1001)
 			ctx := ctxT(b)
-			ins := make([]Input, 1000)
-			for i := range ins {
-				ins[i] = Input{Rule: rs[i], Actor: "bench"}
-			}
-			if _, err := s.UpsertMany(ctx, ins); err != nil {
-				b.Fatal(err)
-			}
+			storeBench(b, s, rs[:1000], "bench")
 			rev, err := s.Revision(ctx)
 			if err != nil {
 				b.Fatal(err)
@@ -228,21 +209,13 @@ func BenchmarkChangedSinceOne(b *testing.B) {
 // count of every active rule), and with a scoped token's
 // max_active_rules (a count of its rules; here all of them).
 func BenchmarkQuotaCounts(b *testing.B) {
-	const n, batch = 100_000, 10_000
+	const n = 100_000
 	for _, e := range benchEngines {
 		b.Run(e.name, func(b *testing.B) {
 			s := open(b, e.fresh(b), "a")
 			ctx := ctxT(b)
 			rs := benchRules(b, n+1)
-			for lo := 0; lo < n; lo += batch {
-				ins := make([]Input, 0, batch)
-				for _, r := range rs[lo : lo+batch] {
-					ins = append(ins, Input{Rule: r, Actor: "token"})
-				}
-				if _, err := s.UpsertMany(ctx, ins); err != nil {
-					b.Fatal(err)
-				}
-			}
+			storeBench(b, s, rs[:n], "token")
 			m := []flowspec.Match{rs[n].Match}
 			for _, q := range []struct {
 				name string
@@ -262,4 +235,24 @@ func BenchmarkQuotaCounts(b *testing.B) {
 			}
 		})
 	}
+}
+
+// storeBench stores rs as active rules of actor, 10,000 a transaction, and
+// returns them as stored.
+func storeBench(b *testing.B, s *Store, rs []flowspec.Rule, actor string) []Rule {
+	b.Helper()
+	ctx := ctxT(b)
+	var out []Rule
+	for lo := 0; lo < len(rs); lo += 10_000 {
+		ins := make([]Input, 0, min(10_000, len(rs)-lo))
+		for _, r := range rs[lo:min(lo+10_000, len(rs))] {
+			ins = append(ins, Input{Rule: r, Actor: actor})
+		}
+		stored, err := s.UpsertMany(ctx, ins)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, stored...)
+	}
+	return out
 }
