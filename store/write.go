@@ -355,21 +355,28 @@ func merged(old Rule, e *encoded) Rule {
 // withdrawal changes nothing.
 func (s *Store) Withdraw(ctx context.Context, id int64, actor string) (Rule, error) {
 	var r Rule
-	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		now := s.now()
-		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
-			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
-		if err != nil {
-			return false, err
-		}
-		if n > 0 {
-			t.event(id, now, EventWithdrawRequested, actor, "",
-				map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
-		}
-		r, err = s.get(ctx, t, id)
-		return n > 0, err
+	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (changed bool, err error) {
+		r, changed, err = s.withdrawTx(ctx, t, id, actor)
+		return changed, err
 	})
 	return r, err
+}
+
+// withdrawTx asks for rule id's withdrawal in t (Withdraw) and returns
+// the rule as it then is, and whether anything was written.
+func (s *Store) withdrawTx(ctx context.Context, t *wtx, id int64, actor string) (Rule, bool, error) {
+	now := s.now()
+	n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
+		WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
+	if err != nil {
+		return Rule{}, false, err
+	}
+	if n > 0 {
+		t.event(id, now, EventWithdrawRequested, actor, "",
+			map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
+	}
+	r, err := s.get(ctx, t, id)
+	return r, n > 0, err
 }
 
 // ErrChanged is WithdrawSeen's answer when the rule is no longer as the
@@ -394,18 +401,9 @@ func (s *Store) WithdrawSeen(ctx context.Context, id int64, actor string, seen R
 		if !sameBrief(cur, seen) {
 			return false, fmt.Errorf("rule %d: %w", id, ErrChanged)
 		}
-		now := s.now()
-		n, err := t.exec(ctx, `UPDATE rules SET withdraw_requested = TRUE, actor = ?, updated_at = ?
-			WHERE id = ? AND state = 'active' AND NOT withdraw_requested`, actor, s.eng.timeArg(now), id)
-		if err != nil {
-			return false, err
-		}
-		if n > 0 {
-			t.event(id, now, EventWithdrawRequested, actor, "",
-				map[string]string{"withdraw_requested": "false"}, map[string]string{"withdraw_requested": "true"})
-		}
-		r, err = s.get(ctx, t, id)
-		return n > 0, err
+		var changed bool
+		r, changed, err = s.withdrawTx(ctx, t, id, actor)
+		return changed, err
 	})
 	return r, err
 }
