@@ -46,9 +46,10 @@ type mirror struct {
 // mirror's paths, a reader is told to look at everything, which costs
 // about as much as walking that many keys. The quarter keeps a large
 // table's bursts incremental: with a fixed 65,536, every pass of a
-// million-route load that handed GoBGP more paths than that (they all
-// come back through the watch) compared every rule again, ~0.5 s at
-// 300,000 routes each time. The set stays bounded by the table.
+// large load that handed GoBGP more paths than that (they all come back
+// through the watch) compared every rule again (in 10 s of a
+// 300,000-route load, 0.48 s of CPU in those comparisons' lookups).
+// The set stays bounded by the table.
 const maxDirty = 1 << 16
 
 // dirtyCap is the dirty set's bound now. Called with mu held.

@@ -215,7 +215,7 @@ func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 // transaction's time, the expiry), since turning a value into an
 // argument allocates.
 func (s *Store) insertArgsWith(b *argBoxes, e *encoded, now time.Time) []any {
-	t := b.time(s.eng, now)
+	t := b.now.get(s.eng, now)
 	return []any{e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
 		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set)}
 }
@@ -226,8 +226,6 @@ type argBoxes struct {
 	reason, actor, sites, set boxedString
 	now, expires              boxedTime
 }
-
-func (b *argBoxes) time(eng engine, t time.Time) any { return b.now.get(eng, t) }
 
 type boxedString struct {
 	s  string
