@@ -71,14 +71,14 @@ func DecodeMatch(f Family, b []byte) (Match, int, error) {
 		return Match{}, 0, err
 	}
 	if canonical {
-		return Match{fam: f, nlri: string(body)}, hdr + n, nil
+		return matchOf(f, body), hdr + n, nil
 	}
 	out := make([]byte, 0, n+n/2)
 	out, _ = normalise(f, body, out)
 	if len(out) > MaxNLRILen {
 		return Match{}, 0, decodeErr(hdr, "NLRI is %d bytes once its values are at their canonical width; the maximum is %d", len(out), MaxNLRILen)
 	}
-	return Match{fam: f, nlri: string(out)}, hdr + n, nil
+	return matchOf(f, out), hdr + n, nil
 }
 
 // scan validates the component list body and reports whether it is

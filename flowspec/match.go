@@ -6,11 +6,11 @@ import (
 )
 
 // Family returns the rule's address family.
-func (m Match) Family() Family { return m.fam }
+func (m Match) Family() Family { return m.fam() }
 
 // IsValid reports whether m was constructed by Parse, ParseIn, ParseMatch or
 // DecodeMatch.
-func (m Match) IsValid() bool { return m.fam != 0 }
+func (m Match) IsValid() bool { return m.fam() != 0 }
 
 // Len returns the length of the NLRI on the wire, including its 1- or
 // 2-byte length prefix (0 for the zero Match).
@@ -18,12 +18,12 @@ func (m Match) Len() int {
 	switch {
 	case !m.IsValid():
 		return 0
-	case m.fam.IsRoute():
-		return len(m.nlri)
-	case len(m.nlri) < 0xf0:
-		return 1 + len(m.nlri)
+	case m.fam().IsRoute():
+		return len(m.nlri())
+	case len(m.nlri()) < 0xf0:
+		return 1 + len(m.nlri())
 	default:
-		return 2 + len(m.nlri)
+		return 2 + len(m.nlri())
 	}
 }
 
@@ -35,14 +35,14 @@ func (m Match) AppendTo(b []byte) []byte {
 	switch {
 	case !m.IsValid():
 		return b
-	case m.fam.IsRoute():
-		return append(b, m.nlri...)
-	case len(m.nlri) < 0xf0:
-		b = append(b, byte(len(m.nlri)))
+	case m.fam().IsRoute():
+		return append(b, m.nlri()...)
+	case len(m.nlri()) < 0xf0:
+		b = append(b, byte(len(m.nlri())))
 	default:
-		b = append(b, 0xf0|byte(len(m.nlri)>>8), byte(len(m.nlri)))
+		b = append(b, 0xf0|byte(len(m.nlri())>>8), byte(len(m.nlri())))
 	}
-	return append(b, m.nlri...)
+	return append(b, m.nlri()...)
 }
 
 // MarshalBinary returns the wire form (as AppendTo).
@@ -51,21 +51,21 @@ func (m Match) MarshalBinary() ([]byte, error) { return m.AppendTo(make([]byte, 
 // ComponentBytes returns the encoded components without the length prefix
 // (nil for a route, which has no components).
 func (m Match) ComponentBytes() []byte {
-	if m.fam.IsRoute() {
+	if m.fam().IsRoute() {
 		return nil
 	}
-	return []byte(m.nlri)
+	return []byte(m.nlri())
 }
 
 // All iterates over the components in type order.
 func (m Match) All() iter.Seq[Component] {
 	return func(yield func(Component) bool) {
-		if m.fam.IsRoute() {
+		if m.fam().IsRoute() {
 			return
 		}
-		for pos := 0; pos < len(m.nlri); {
-			n := componentLen(m.fam, m.nlri, pos)
-			if !yield(Component{fam: m.fam, b: m.nlri[pos : pos+n]}) {
+		for pos := 0; pos < len(m.nlri()); {
+			n := componentLen(m.fam(), m.nlri(), pos)
+			if !yield(Component{fam: m.fam(), b: m.nlri()[pos : pos+n]}) {
 				return
 			}
 			pos += n
@@ -75,14 +75,14 @@ func (m Match) All() iter.Seq[Component] {
 
 // Component returns the component of type t, if the rule has one.
 func (m Match) Component(t ComponentType) (Component, bool) {
-	if m.fam.IsRoute() {
+	if m.fam().IsRoute() {
 		return Component{}, false
 	}
-	for pos := 0; pos < len(m.nlri); {
-		n := componentLen(m.fam, m.nlri, pos)
-		switch ct := ComponentType(m.nlri[pos]); {
+	for pos := 0; pos < len(m.nlri()); {
+		n := componentLen(m.fam(), m.nlri(), pos)
+		switch ct := ComponentType(m.nlri()[pos]); {
 		case ct == t:
-			return Component{fam: m.fam, b: m.nlri[pos : pos+n]}, true
+			return Component{fam: m.fam(), b: m.nlri()[pos : pos+n]}, true
 		case ct > t:
 			return Component{}, false
 		}
@@ -96,7 +96,7 @@ func (m Match) Component(t ComponentType) (Component, bool) {
 // routing sense and report false; use Component to read them. A route's
 // destination is its prefix.
 func (m Match) Destination() (netip.Prefix, bool) {
-	if m.fam.IsRoute() {
+	if m.fam().IsRoute() {
 		return m.routePrefix(), true
 	}
 	return m.prefix(DestinationPrefix)

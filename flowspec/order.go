@@ -19,41 +19,41 @@ import (
 // encoding (DecodeMatch normalises), which is also what ribkeeper sends, so
 // routers order ribkeeper's rules the same way.
 func Compare(a, b Match) int {
-	if a.fam != b.fam {
+	if a.fam() != b.fam() {
 		switch {
-		case a.fam == 0:
+		case a.fam() == 0:
 			return 1
-		case b.fam == 0:
+		case b.fam() == 0:
 			return -1
-		case a.fam < b.fam:
+		case a.fam() < b.fam():
 			return -1
 		}
 		return 1
 	}
-	if a.fam.IsRoute() {
+	if a.fam().IsRoute() {
 		return compareRoutes(a, b)
 	}
 	pa, pb := 0, 0
-	for pa < len(a.nlri) || pb < len(b.nlri) {
+	for pa < len(a.nlri()) || pb < len(b.nlri()) {
 		switch {
-		case pa == len(a.nlri):
+		case pa == len(a.nlri()):
 			return 1
-		case pb == len(b.nlri):
+		case pb == len(b.nlri()):
 			return -1
 		}
-		ta, tb := a.nlri[pa], b.nlri[pb]
+		ta, tb := a.nlri()[pa], b.nlri()[pb]
 		if ta != tb {
 			if ta < tb {
 				return -1
 			}
 			return 1
 		}
-		na := componentLen(a.fam, a.nlri, pa)
-		nb := componentLen(b.fam, b.nlri, pb)
-		ca, cb := a.nlri[pa:pa+na], b.nlri[pb:pb+nb]
+		na := componentLen(a.fam(), a.nlri(), pa)
+		nb := componentLen(b.fam(), b.nlri(), pb)
+		ca, cb := a.nlri()[pa:pa+na], b.nlri()[pb:pb+nb]
 		var c int
 		if specOf(ComponentType(ta)).kind == kindPrefix {
-			c = comparePrefix(a.fam, ca, cb)
+			c = comparePrefix(a.fam(), ca, cb)
 		} else {
 			common := min(len(ca), len(cb))
 			if c = strings.Compare(ca[:common], cb[:common]); c == 0 {
@@ -132,19 +132,19 @@ func (b Rule) Shadows(a Rule) bool {
 // evaluation continue). It is conservative: it returns true only when it
 // is certain.
 func Covers(b, a Match) bool {
-	if a.fam != b.fam || !a.IsValid() || a.fam.IsRoute() || Compare(b, a) >= 0 {
+	if a.fam() != b.fam() || !a.IsValid() || a.fam().IsRoute() || Compare(b, a) >= 0 {
 		return false
 	}
 	for cb := range b.All() {
 		ca, ok := a.Component(cb.Type())
 		if !ok {
 			// a does not restrict this field: b must match every value.
-			if !universal(a.fam, cb.b) {
+			if !universal(a.fam(), cb.b) {
 				return false
 			}
 			continue
 		}
-		if !subset(a.fam, ca.b, cb.b) {
+		if !subset(a.fam(), ca.b, cb.b) {
 			return false
 		}
 	}

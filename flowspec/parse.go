@@ -246,7 +246,7 @@ func (p *parser) match(f Family) (Match, error) {
 		// Unreachable unless parser and decoder disagree.
 		return Match{}, p.errAt(comps[0].kw, "internal error: the encoding is not canonical (%v); please report this rule", err)
 	}
-	return Match{fam: f, nlri: string(body)}, nil
+	return matchOf(f, body), nil
 }
 
 // appendPrefix encodes a masked prefix whose bits before off are zero.

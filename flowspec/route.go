@@ -79,7 +79,7 @@ func RouteMatch(p netip.Prefix) (Match, error) {
 		return Match{}, fmt.Errorf("flowspec: prefix %s has host bits set: write %s, or /%d for the host", p, m, p.Addr().BitLen())
 	}
 	f := RouteFamily(p.Addr())
-	return Match{fam: f, nlri: string(appendRoutePrefix(nil, p))}, nil
+	return matchOf(f, appendRoutePrefix(nil, p)), nil
 }
 
 // appendRoutePrefix appends p in unicast NLRI form.
@@ -92,9 +92,9 @@ func appendRoutePrefix(b []byte, p netip.Prefix) []byte {
 // routePrefix decodes the prefix of a valid route Match.
 func (m Match) routePrefix() netip.Prefix {
 	var a [16]byte
-	bits := int(m.nlri[0])
-	copy(a[:], m.nlri[1:])
-	if m.fam == IPv4Unicast {
+	bits := int(m.nlri()[0])
+	copy(a[:], m.nlri()[1:])
+	if m.fam() == IPv4Unicast {
 		return netip.PrefixFrom(netip.AddrFrom4([4]byte(a[:4])), bits)
 	}
 	return netip.PrefixFrom(netip.AddrFrom16(a), bits)
@@ -120,7 +120,7 @@ func decodeRoute(f Family, b []byte) (Match, int, error) {
 	if r := bits % 8; r != 0 && b[n]&(0xff>>r) != 0 {
 		return Match{}, 0, decodeErr(n, "bits set after the /%d prefix", bits)
 	}
-	return Match{fam: f, nlri: string(b[:1+n])}, 1 + n, nil
+	return matchOf(f, b[:1+n]), 1 + n, nil
 }
 
 // compareRoutes orders two routes of the same family by address, then

@@ -31,8 +31,8 @@ func (p *parser) route(f Family) (Rule, error) {
 	if err != nil {
 		return Rule{}, err
 	}
-	if nh, ok := a.NextHop(); ok && RouteFamily(nh) != m.fam {
-		return Rule{}, &SyntaxError{Input: p.in, Offset: len(p.in), Msg: "next-hop " + nh.String() + " is not of the route's family " + m.fam.String()}
+	if nh, ok := a.NextHop(); ok && RouteFamily(nh) != m.fam() {
+		return Rule{}, &SyntaxError{Input: p.in, Offset: len(p.in), Msg: "next-hop " + nh.String() + " is not of the route's family " + m.fam().String()}
 	}
 	return Rule{Match: m, Action: a}, nil
 }
@@ -72,7 +72,7 @@ func (p *parser) routeMatch(f Family) (Match, error) {
 	if err != nil {
 		return Match{}, p.errAt(t, "%s", strings.TrimPrefix(err.Error(), "flowspec: "))
 	}
-	if f != 0 && m.fam != f {
+	if f != 0 && m.fam() != f {
 		return Match{}, p.errAt(t, "prefix %s is not %s", pfx, f)
 	}
 	return m, nil

@@ -8,9 +8,9 @@ func (r Rule) IsValid() bool {
 	if !r.Match.IsValid() || !r.Action.IsValid() {
 		return false
 	}
-	if r.Match.fam.IsRoute() {
+	if r.Match.fam().IsRoute() {
 		nh, ok := r.Action.NextHop()
-		return r.Action.IsRoute() && (!ok || RouteFamily(nh) == r.Match.fam)
+		return r.Action.IsRoute() && (!ok || RouteFamily(nh) == r.Match.fam())
 	}
 	return r.Action.d().comm == "" && r.Action.d().nh == ""
 }

@@ -23,7 +23,7 @@ func (m Match) String() string {
 
 // AppendText appends the canonical text of the components to b.
 func (m Match) AppendText(b []byte) []byte {
-	if m.fam.IsRoute() {
+	if m.fam().IsRoute() {
 		return m.routePrefix().AppendTo(b)
 	}
 	first := true
@@ -150,13 +150,13 @@ func (r Rule) String() string {
 		return "invalid"
 	}
 	var b []byte
-	if r.Match.fam.IsRoute() {
+	if r.Match.fam().IsRoute() {
 		b = append(b, "route "...)
 		b = r.Match.AppendText(b)
 		b = append(b, " then "...)
 		return string(r.Action.appendText(b))
 	}
-	if r.Match.fam == IPv6 && !r.Match.impliesIPv6() {
+	if r.Match.fam() == IPv6 && !r.Match.impliesIPv6() {
 		b = append(b, "ipv6-flowspec "...)
 	}
 	b = append(b, "match "...)

@@ -693,7 +693,7 @@ func joinErr(a, b string) string {
 
 // unsee clears rowSeen on the rows of m: its path was withdrawn.
 func (r *Reconciler) unsee(m flowspec.Match) {
-	r.src.byMatch[m].each(func(id int64) {
+	r.src.byMatch.each(m, func(id int64) {
 		if rw := r.src.byID[id]; rw != nil {
 			rw.flags &^= rowSeen
 		}

@@ -242,12 +242,11 @@ func wantOfRow(rw *row, now time.Time) (Want, bool) {
 // want only the Matches with several rows: the view of a Match with one
 // row is computed from the row.
 func (pl *planner) wantOf(m flowspec.Match) (Want, bool) {
-	s, ok := pl.src.byMatch[m]
-	if !ok {
-		return Want{}, false
+	if id, one := pl.src.byMatch.only(m); one {
+		return wantOfRow(pl.src.byID[id], pl.v.now)
 	}
-	if !s.shared() {
-		return wantOfRow(pl.src.byID[s.one], pl.v.now)
+	if !pl.src.byMatch.has(m) {
+		return Want{}, false
 	}
 	w, ok := pl.v.want[m]
 	return w, ok
@@ -337,7 +336,7 @@ func (pl *planner) full(now time.Time, look lookFunc, paths func(fn func(flowspe
 		return Plan{}, false
 	}
 	for m := range shared {
-		pl.src.byMatch[m].each(func(id int64) { v.add(pl.src.byID[id], now) })
+		pl.src.byMatch.each(m, func(id int64) { v.add(pl.src.byID[id], now) })
 		v.settle(m)
 		w, desired := v.want[m]
 		_, held := v.hold[m]
@@ -351,7 +350,7 @@ func (pl *planner) full(now time.Time, look lookFunc, paths func(fn func(flowspe
 	// and the count says there are none; otherwise list it once.
 	if gen() != g0 || size() != matched {
 		listed := paths(func(m flowspec.Match, a flowspec.Action) {
-			if _, in := pl.src.byMatch[m]; in {
+			if pl.src.byMatch.has(m) {
 				if pl.wanted(m) {
 					return
 				}

@@ -277,12 +277,12 @@ func TestFullWalkMatchesDiff(t *testing.T) {
 			t.Fatalf("seed %d: Capped = %v, want %v", seed, got.Capped, want.Capped)
 		}
 		// The live view agrees with the full one Match by Match.
-		for m := range r.src.byMatch {
+		r.src.byMatch.all(func(m flowspec.Match) {
 			w, ok := r.plan.wantOf(m)
 			if vw, vok := v.want[m]; ok != vok || w != vw {
 				t.Fatalf("seed %d: wantOf = %v %v, view %v %v", seed, w, ok, vw, vok)
 			}
-		}
+		})
 		if !maps.Equal(r.plan.v.hold, v.hold) {
 			t.Fatalf("seed %d: hold %v, want %v", seed, r.plan.v.hold, v.hold)
 		}

@@ -22,7 +22,7 @@ type source struct {
 	byID map[int64]*row
 	// byMatch holds the ids of the rows of each Match (one, unless the
 	// store breaks its own uniqueness).
-	byMatch map[flowspec.Match]ids
+	byMatch matchIDs
 	expiry  expiryHeap
 	// rev is the revision the copy is complete up to.
 	rev int64
@@ -173,66 +173,86 @@ func (r *row) expiresAt() time.Time {
 	return time.Unix(0, r.expires)
 }
 
-// ids is a small set of row ids: one inline, more only for duplicates
-// (the store breaking its own uniqueness), behind a pointer so that the
-// common case is 16 bytes in byMatch (a slice header inline made it 32:
-// at a million rules the map's slots alone were 24 MB larger).
-type ids struct {
-	one  int64
-	more *[]int64
+// matchIDs indexes row ids by Match: one id per Match in one, the others
+// (the store breaking its own uniqueness) in more, which stays nil until
+// then. A Match's ids are one[m] followed by more[m]. Keeping the rare
+// duplicates apart makes the common entry 24 bytes (a 16-byte Match and
+// an id); an inline set with a pointer for duplicates made it 32, and at
+// a million rules the map's slots were 12 MB larger.
+type matchIDs struct {
+	one  map[flowspec.Match]int64
+	more map[flowspec.Match][]int64
 }
 
-// shared reports whether there are several ids.
-func (s ids) shared() bool { return s.more != nil && len(*s.more) > 0 }
+func newMatchIDs(n int) matchIDs { return matchIDs{one: make(map[flowspec.Match]int64, n)} }
 
-func (s ids) each(fn func(int64)) {
-	if s.one != 0 {
-		fn(s.one)
+// has reports whether m has a row.
+func (x matchIDs) has(m flowspec.Match) bool {
+	_, ok := x.one[m]
+	return ok
+}
+
+// only returns m's id when m has exactly one.
+func (x matchIDs) only(m flowspec.Match) (id int64, ok bool) {
+	id, ok = x.one[m]
+	return id, ok && len(x.more[m]) == 0
+}
+
+// shared reports whether m has several ids.
+func (x matchIDs) shared(m flowspec.Match) bool { return len(x.more[m]) > 0 }
+
+func (x matchIDs) each(m flowspec.Match, fn func(int64)) {
+	id, ok := x.one[m]
+	if !ok {
+		return
 	}
-	if s.more != nil {
-		for _, id := range *s.more {
-			fn(id)
-		}
+	fn(id)
+	for _, id := range x.more[m] {
+		fn(id)
 	}
 }
 
-// add returns s with id; s itself is not changed.
-func (s ids) add(id int64) ids {
-	if s.one == 0 {
-		s.one = id
-		return s
+// all calls fn with every Match that has a row.
+func (x matchIDs) all(fn func(flowspec.Match)) {
+	for m := range x.one {
+		fn(m)
 	}
-	var more []int64
-	if s.more != nil {
-		more = slices.Clone(*s.more)
-	}
-	more = append(more, id)
-	s.more = &more
-	return s
 }
 
-// remove returns s without id; s itself is not changed.
-func (s ids) remove(id int64) ids {
-	var more []int64
-	if s.more != nil {
-		more = slices.Clone(*s.more)
+// add adds id to m's ids and reports whether m has several now.
+func (x *matchIDs) add(m flowspec.Match, id int64) (shared bool) {
+	if _, ok := x.one[m]; !ok {
+		x.one[m] = id
+		return false
 	}
-	if s.one == id {
-		s.one = 0
-		if n := len(more); n > 0 {
-			s.one, more = more[n-1], more[:n-1]
-		}
-	} else {
+	if x.more == nil {
+		x.more = make(map[flowspec.Match][]int64)
+	}
+	x.more[m] = append(x.more[m], id)
+	return true
+}
+
+// remove removes id from m's ids and reports whether m has any left.
+func (x *matchIDs) remove(m flowspec.Match, id int64) (left bool) {
+	more := x.more[m]
+	switch first, ok := x.one[m]; {
+	case !ok:
+		return false
+	case first == id && len(more) == 0:
+		delete(x.one, m)
+		return false
+	case first == id:
+		x.one[m], more = more[len(more)-1], more[:len(more)-1]
+	default:
 		more = slices.DeleteFunc(more, func(x int64) bool { return x == id })
 	}
-	s.more = nil
-	if len(more) > 0 {
-		s.more = &more
+	if len(more) == 0 {
+		delete(x.more, m)
+	} else {
+		x.more[m] = more
 	}
-	return s
+	return true
 }
-
-func (s ids) empty() bool { return s.one == 0 && !s.shared() }
 
 // serverMoves is the store's count of moves to another database server
 // (store.Store.ServerMoves), 0 for a store without one. The copy's
@@ -402,7 +422,7 @@ type snapshot struct {
 	took    time.Duration
 	err     error
 	byID    map[int64]*row
-	byMatch map[flowspec.Match]ids
+	byMatch matchIDs
 	expiry  expiryHeap
 	rows    []row
 }
@@ -489,15 +509,13 @@ func (c *source) loadRows(rows []row) {
 	defer c.carry(old)
 	c.rows, c.extra, c.staleExtra = rows, nil, 0
 	c.byID = make(map[int64]*row, len(rows))
-	c.byMatch = make(map[flowspec.Match]ids, len(rows))
+	c.byMatch = newMatchIDs(len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
 	c.adopted = 0
 	for i := range rows {
 		r := &rows[i]
 		c.byID[r.ID] = r
-		s := c.byMatch[r.Match].add(r.ID)
-		c.byMatch[r.Match] = s
-		if s.shared() {
+		if c.byMatch.add(r.Match, r.ID) {
 			c.share(r.Match)
 		}
 		if expiring(r) {
@@ -592,9 +610,8 @@ func (c *source) scattered() bool {
 // share sets rowShared on the rows of m when it has several, clears it
 // when it has one.
 func (c *source) share(m flowspec.Match) {
-	s := c.byMatch[m]
-	shared := s.shared()
-	s.each(func(id int64) {
+	shared := c.byMatch.shared(m)
+	c.byMatch.each(m, func(id int64) {
 		if r := c.byID[id]; r != nil {
 			if shared {
 				r.flags |= rowShared
@@ -606,9 +623,7 @@ func (c *source) share(m flowspec.Match) {
 }
 
 func (c *source) index(r *row) {
-	s := c.byMatch[r.Match].add(r.ID)
-	c.byMatch[r.Match] = s
-	if s.shared() {
+	if c.byMatch.add(r.Match, r.ID) {
 		c.share(r.Match)
 	}
 	if expiring(r) {
@@ -621,11 +636,7 @@ func (c *source) index(r *row) {
 func (c *source) unindex(r *row) {
 	c.unadopt(r)
 	r.flags &^= rowShared
-	s := c.byMatch[r.Match].remove(r.ID)
-	if s.empty() {
-		delete(c.byMatch, r.Match)
-	} else {
-		c.byMatch[r.Match] = s
+	if c.byMatch.remove(r.Match, r.ID) {
 		c.share(r.Match)
 	}
 }
@@ -657,7 +668,7 @@ func (c *source) each(fn func(*row) bool) bool {
 
 // rowsOf appends the rows of Match m to buf.
 func (c *source) rowsOf(m flowspec.Match, buf []*row) []*row {
-	c.byMatch[m].each(func(id int64) { buf = append(buf, c.byID[id]) })
+	c.byMatch.each(m, func(id int64) { buf = append(buf, c.byID[id]) })
 	return buf
 }
 
