@@ -21,7 +21,8 @@ import (
 // against every path); the pass, dirty-only whenever it can be, must do
 // exactly that plan: the same RIB afterwards, the same counts, the same
 // rules finished. Every few steps a full pass runs instead, so the two
-// paths alternate on the same state.
+// paths alternate on the same state; between changes the source now and
+// then reads ahead, as a pass waiting on the speaker does.
 func TestIncrementalMatchesFull(t *testing.T) {
 	for seed := range 40 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 5))
@@ -64,6 +65,11 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		var snap *snapshot
 		for step := range 150 {
 			for range 1 + rng.IntN(3) {
+				if rng.IntN(6) == 0 {
+					// A pass waiting on the speaker reads ahead; more
+					// changes come after the read (source.prefetch).
+					r.src.prefetch(ctx, st)
+				}
 				ids := active()
 				switch k := rng.IntN(12); {
 				case k < 3 || len(ids) == 0:

@@ -492,6 +492,12 @@ const (
 	announceParallel = 2
 )
 
+// readAheadMin is the work (rules announced, statuses written) a pass
+// waits on before it reads the store's next changes meanwhile
+// (source.prefetch). A pass of a few rules waits less than the read
+// takes, and a single rule's announcement would wait behind it.
+const readAheadMin = 1000
+
 // announceAll announces items (adds or updates, kind says which): the
 // batches go out concurrently, the bookkeeping runs on the loop goroutine
 // in item order.
@@ -538,6 +544,9 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 				}
 			}
 		})
+	}
+	if len(todo) >= readAheadMin {
+		r.src.prefetch(ctx, r.d)
 	}
 	wg.Wait()
 	for i, it := range todo {

@@ -201,3 +201,49 @@ func TestRowsGrowByDoubling(t *testing.T) {
 		t.Errorf("%v allocations reading %d rows, want at most 12", allocs, n)
 	}
 }
+
+// A read made ahead (source.prefetch) predates the status writes of the
+// pass that made it: a row it holds again with the same lifecycle keeps
+// the status the copy has recorded since, and the reads ahead are used
+// once.
+func TestReadAheadKeepsWrittenStatus(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	nop := func(flowspec.Match) {}
+	st := newFakeStore()
+	id := st.add(testRule(t, 1, discard()), time.Time{})
+	var c source
+	if _, _, err := c.read(ctx, st, now, false, nil, nop); err != nil {
+		t.Fatal(err)
+	}
+	// A change the reconciler does not look at: the row reads as before.
+	st.mu.Lock()
+	st.touch(id)
+	st.mu.Unlock()
+	c.prefetch(ctx, st)
+	if len(c.ahead) != 1 || len(c.ahead[0].active) != 1 {
+		t.Fatalf("read ahead: %+v, want the one changed row", c.ahead)
+	}
+	// The pass's status write returns after the read ahead.
+	if err := st.SetStatus(ctx, []int64{id}, true, ""); err != nil {
+		t.Fatal(err)
+	}
+	c.wrote(id, ruleStatus{announced: true}, now)
+	if _, all, err := c.read(ctx, st, now, false, nil, nop); err != nil || all {
+		t.Fatalf("read = all %v, %v; want an incremental read", all, err)
+	}
+	if !c.byID[id].announced() {
+		t.Fatal("the read ahead undid the status written after it")
+	}
+	if len(c.ahead) != 0 {
+		t.Fatalf("%d reads ahead kept after they were applied", len(c.ahead))
+	}
+	// A complete read drops what was read ahead.
+	st.mu.Lock()
+	st.touch(id)
+	st.mu.Unlock()
+	c.prefetch(ctx, st)
+	if _, all, err := c.read(ctx, st, now, true, nil, nop); err != nil || !all || len(c.ahead) != 0 {
+		t.Fatalf("full read = all %v, %v, %d reads ahead left", all, err, len(c.ahead))
+	}
+}

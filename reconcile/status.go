@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,25 +66,60 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func(
 		}
 		return strings.Compare(a.lastErr, b.lastErr)
 	})
-	var errs []error
+	type chunk struct {
+		st  ruleStatus
+		ids []int64
+		err error
+		at  time.Time
+	}
+	var chunks []chunk
+	total := 0
 	for _, st := range keys {
 		all := groups[st]
 		slices.Sort(all)
+		total += len(all)
 		for lo := 0; lo < len(all); lo += statusChunk {
-			ids := all[lo:min(lo+statusChunk, len(all))]
-			if e := d.SetStatus(ctx, ids, st.announced, st.lastErr); e != nil {
-				errs = append(errs, fmt.Errorf("set status of %d rules: %w", len(all)-lo, e))
-				break
-			}
-			writes++
-			at := now()
-			for _, id := range ids {
-				c.wrote(id, st, at)
-			}
+			chunks = append(chunks, chunk{st: st, ids: all[lo:min(lo+statusChunk, len(all))]})
 		}
 	}
-	if len(errs) > 0 {
-		return writes, errs[0]
+	// The chunks go to the store statusParallel at a time (its committer
+	// runs the next while the last one's commit syncs); the loop reads
+	// ahead meanwhile when there is enough to wait for. What the copy
+	// holds changes on the loop, in order, once they returned.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(statusParallel, len(chunks)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(chunks) {
+					return
+				}
+				ch := &chunks[i]
+				ch.err = d.SetStatus(ctx, ch.ids, ch.st.announced, ch.st.lastErr)
+				ch.at = now()
+			}
+		})
 	}
-	return writes, nil
+	if total >= readAheadMin {
+		c.prefetch(ctx, d)
+	}
+	wg.Wait()
+	for _, ch := range chunks {
+		if ch.err != nil {
+			if err == nil {
+				err = fmt.Errorf("set status of %d rules: %w", len(ch.ids), ch.err)
+			}
+			continue
+		}
+		writes++
+		for _, id := range ch.ids {
+			c.wrote(id, ch.st, ch.at)
+		}
+	}
+	return writes, err
 }
+
+// statusParallel is how many status writes of a pass are in flight at
+// once.
+const statusParallel = 2
