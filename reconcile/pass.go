@@ -502,7 +502,7 @@ const readAheadMin = 1000
 // batches go out concurrently, the bookkeeping runs on the loop goroutine
 // in item order.
 func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string, now time.Time, res *PassResult, st *statusBatch) {
-	todo := items[:0:0]
+	todo := make([]Item, 0, len(items))
 	for _, it := range items {
 		if r.waiting(it.Match, opAnnounce, it.Action, now, res) {
 			continue
@@ -605,7 +605,7 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 // withdrawAll withdraws items (kind: "retire" or "orphan") in one call to
 // the speaker, then does the bookkeeping of each in order.
 func (r *Reconciler) withdrawAll(ctx context.Context, items []Item, kind string, now time.Time, res *PassResult, st *statusBatch) {
-	todo := items[:0:0]
+	todo := make([]Item, 0, len(items))
 	for _, it := range items {
 		if r.waiting(it.Match, opWithdraw, flowspec.Action{}, now, res) {
 			continue

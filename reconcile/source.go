@@ -57,6 +57,8 @@ type source struct {
 	// rev, each next one where the one before ended. The next read
 	// applies them before it reads the rest.
 	ahead []delta
+	// spare is an array of rows for the next read ahead, for reuse.
+	spare []row
 }
 
 // maxAhead bounds the reads prefetch keeps for the next pass.
@@ -77,10 +79,12 @@ func (c *source) prefetch(ctx context.Context, d Desired) {
 	if n := len(c.ahead); n > 0 {
 		from = c.ahead[n-1].next
 	}
-	dl, err := readDelta(ctx, d, from, nil)
+	dl, err := readDelta(ctx, d, from, c.spare[:0])
 	if err != nil || dl.next <= from {
+		c.spare = dl.active[:0]
 		return
 	}
+	c.spare = nil
 	dl.from = from
 	c.ahead = append(c.ahead, dl)
 }
@@ -95,6 +99,13 @@ func (c *source) catchUp(dirty func(flowspec.Match)) (changed bool) {
 		c.rev = max(c.rev, dl.next)
 		if c.applyRead(dl, dirty, true) {
 			changed = true
+		}
+	}
+	// The largest array not past maxScratchRows serves the next read
+	// ahead (apply copies the rows it keeps).
+	for _, dl := range c.ahead {
+		if n := cap(dl.active); n <= maxScratchRows && n > cap(c.spare) {
+			c.spare = dl.active[:0]
 		}
 	}
 	c.ahead = nil
