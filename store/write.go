@@ -253,14 +253,16 @@ func (b *boxedTime) get(eng engine, t time.Time) any {
 	return b.v
 }
 
-// created returns the rule e just inserted as id and records its history.
+// created returns the rule e just inserted as id and records its history:
+// a created entry without its fields, which the rule's row holds
+// (History rebuilds them), so that a bulk load writes each rule's data
+// once.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
-	r := Rule{
+	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, nil)
+	return Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
 		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin, Set: e.in.Set,
 	}
-	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, createdFields(r))
-	return r
 }
 
 // upsertTx inserts e, or updates the active row with the same Match. On
