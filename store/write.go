@@ -546,6 +546,30 @@ const lookupChunk = 500
 // each), through the index of active Matches: a batch's lookups cost
 // what its rules do, whatever the size of the table.
 func (s *Store) matchLookup(cols, and string, n int) string {
+	if _, pg := s.eng.(*pgEngine); pg {
+		// One probe of the index per NLRI, whatever the planner's
+		// statistics: a table loaded since its last ANALYZE looks nearly
+		// empty to it, and it read every active rule of the family to
+		// filter them by the list instead (quadratic in a bulk load).
+		// OFFSET 0 keeps the subquery from being merged into the join.
+		// The family is the first argument: numbered explicitly.
+		key := multiRowKey{"pg lookup " + cols, and, n, ""}
+		if q, ok := multiRowTexts.Load(key); ok {
+			return q.(string)
+		}
+		var b strings.Builder
+		b.WriteString(`SELECT r.* FROM (VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "($%d::bytea)", i+2)
+		}
+		b.WriteString(`) AS u(nlri) CROSS JOIN LATERAL (SELECT ` + cols + ` FROM rules
+			WHERE state = 'active'` + and + ` AND family = $1 AND nlri = u.nlri OFFSET 0) r`)
+		q, _ := multiRowTexts.LoadOrStore(key, b.String())
+		return q.(string)
+	}
 	return `SELECT ` + cols + ` FROM rules` + s.eng.indexedBy("rules_active_match") +
 		` WHERE state = 'active'` + and + ` AND family = ? AND nlri IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
 }
