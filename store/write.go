@@ -161,8 +161,10 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 		}
 		var (
 			idx   []int // indexes into es of the inserts
-			args  [][]any
+			args  = make([][]any, 0, len(es))
 			boxes argBoxes
+			// Every row's arguments in one array, each row a slice of it.
+			flat = make([]any, 0, insertRuleCols*len(es))
 		)
 		for i := range es {
 			if skip != nil {
@@ -173,7 +175,9 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 				skip[k] = true // a later input with this Match updates it
 			}
 			idx = append(idx, i)
-			args = append(args, s.insertArgsWith(&boxes, &es[i], now))
+			n := len(flat)
+			flat = s.appendInsertArgs(flat, &boxes, &es[i], now)
+			args = append(args, flat[n:len(flat):len(flat)])
 		}
 		ids, inserted, err := t.insertIDs(ctx, s.eng.insertRule(), args)
 		if err != nil {
@@ -207,17 +211,17 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	var b argBoxes
-	return s.insertArgsWith(&b, e, now)
+	return s.appendInsertArgs(make([]any, 0, insertRuleCols), &b, e, now)
 }
 
-// insertArgsWith is insertArgs for one of many rules of a batch: b
-// reuses what the rules before it share (actor, reason, sites, the
-// transaction's time, the expiry), since turning a value into an
-// argument allocates.
-func (s *Store) insertArgsWith(b *argBoxes, e *encoded, now time.Time) []any {
+// appendInsertArgs appends insertArgs to dst, for one of many rules of
+// a batch: b reuses what the rules before it share (actor, reason,
+// sites, the transaction's time, the expiry), since turning a value into
+// an argument allocates.
+func (s *Store) appendInsertArgs(dst []any, b *argBoxes, e *encoded, now time.Time) []any {
 	t := b.now.get(s.eng, now)
-	return []any{e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
-		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set)}
+	return append(dst, e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
+		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set))
 }
 
 // argBoxes keeps the last value of each shared argument as a query
