@@ -182,7 +182,7 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		}
 		var err error
 		if lt, ok := w.tx.(*sqliteTx); ok {
-			_, err = lt.execArgs(ctx, insertEventsSQL(n), args)
+			err = lt.execMany(ctx, insertEventsSQL(n), args)
 		} else {
 			_, err = w.exec(ctx, insertEventsSQL(n), args...)
 		}

@@ -524,21 +524,16 @@ func (t *sqliteTx) queryEach(ctx context.Context, q string, args []any, cols int
 	return rs.Err()
 }
 
-// execArgs is exec for a statement of many rows: in the committer's
-// session it runs on the driver's connection, as queryEach does.
-func (t *sqliteTx) execArgs(ctx context.Context, q string, args []any) (int64, error) {
+// execMany runs q, a statement of many rows that returns none, with
+// args: in the committer's session on the driver's connection, as
+// queryEach, whose one call into SQLite binds every argument and steps
+// (the driver's exec binds each argument with a call of its own).
+func (t *sqliteTx) execMany(ctx context.Context, q string, args []any) error {
 	if t.sess == nil || !driverValues(args) {
-		return t.exec(ctx, q, args...)
-	}
-	var n int64
-	err := t.sess.driverRun(ctx, q, args, func(ctx context.Context, st driver.Stmt, nv []driver.NamedValue) error {
-		res, err := st.(driver.StmtExecContext).ExecContext(ctx, nv)
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
+		_, err := t.exec(ctx, q, args...)
 		return err
-	})
-	return n, err
+	}
+	return t.queryEach(ctx, q, args, 0, func([]driver.Value) error { return nil })
 }
 
 // driverValues reports whether every one of args is a value the driver
