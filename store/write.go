@@ -221,7 +221,7 @@ func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 func (s *Store) appendInsertArgs(dst []any, b *argBoxes, e *encoded, now time.Time) []any {
 	t := b.now.get(s.eng, now)
 	return append(dst, e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
-		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set))
+		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, e.dest, b.set.get(e.in.Set))
 }
 
 // argBoxes keeps the last value of each shared argument as a query
