@@ -1414,6 +1414,30 @@ func testCreatedRebuilt(t *testing.T, fresh freshFunc) {
 			t.Errorf("rule %d: created entry %v, want %v (the rule as created)", id, h[0].New, created[id])
 		}
 	}
+	// A bulk load and a bulk update: enough entries at once for the
+	// engines' bulk paths (PostgreSQL: COPY).
+	var bulk, again []Input
+	for i := range 300 {
+		bulk = append(bulk, Input{Rule: rule(t, 1000+i, "discard"), Actor: "feed", Reason: "bulk"})
+		again = append(again, Input{Rule: rule(t, 1000+i, "discard"), Actor: "feed", Reason: "bulk again"})
+	}
+	rs, err := s.UpsertMany(ctx, bulk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertMany(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Rule{rs[0], rs[299]} {
+		h, err := s.History(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 2 || h[0].Kind != EventCreated || h[0].New["reason"] != "bulk" || h[0].Actor != "feed" ||
+			h[1].Kind != EventUpdated || h[1].Old["reason"] != "bulk" || h[1].New["reason"] != "bulk again" {
+			t.Errorf("history of a bulk-loaded rule: %+v", h)
+		}
+	}
 }
 
 // PurgeHistory removes history in id order: where the clock stepped back,

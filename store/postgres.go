@@ -541,6 +541,9 @@ func pgRuleColumns(args [][]any, at []int) ([]any, error) {
 // they were recorded): a VALUES list of 128 rows was planned anew for
 // each run.
 func (t *pgTx) insertEvents(ctx context.Context, evs []pendingEvent) error {
+	if len(evs) >= copyEventsMin {
+		return t.copyEvents(ctx, evs)
+	}
 	for len(evs) > 0 {
 		part := evs[:min(len(evs), insertRulesChunk)]
 		evs = evs[len(part):]
@@ -567,6 +570,40 @@ func (t *pgTx) insertEvents(ctx context.Context, evs []pendingEvent) error {
 			ORDER BY u.ord`, ids, at, kind, actor, site, oldVals, newVals); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// copyEventsMin is the least number of history entries copyEvents
+// writes (COPY costs a round trip more than a statement).
+const copyEventsMin = 256
+
+// copyEvents inserts history entries with COPY, in order (the identity
+// draws their ids in the order they are sent): a bulk load's entries
+// cost half of what the statement of column arrays did (10,000 entries:
+// 90-100 ms instead of 200 ms).
+func (t *pgTx) copyEvents(ctx context.Context, evs []pendingEvent) error {
+	row := make([]any, 7)
+	_, err := t.tx.CopyFrom(ctx, pgx.Identifier{"rule_events"},
+		[]string{"rule_id", "at", "kind", "actor", "site", "old_values", "new_values"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if len(evs) == 0 {
+				return nil, nil
+			}
+			e := evs[0]
+			evs = evs[1:]
+			row[0], row[1], row[2], row[3], row[4] = e.ruleID, e.at, string(e.kind), e.actor, e.site
+			row[5], row[6] = jsonArg(e.oldJS), jsonArg(e.newJS)
+			return row, nil
+		}))
+	return err
+}
+
+// jsonArg is a history entry's encoded fields (encodeFields) as a jsonb
+// value for COPY: the JSON text, or nil for NULL.
+func jsonArg(v any) any {
+	if s, ok := v.(string); ok {
+		return []byte(s)
 	}
 	return nil
 }
