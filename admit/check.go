@@ -166,8 +166,9 @@ func (g *Gate) actorRate(a Actor) int {
 // actions. The rule is the actor's own request, so the refusal may name
 // its destination.
 func scopeRefusal(a Actor, r flowspec.Rule, index int) *Refusal {
-	s, name := a.Scope, a.who()
+	s := a.Scope
 	if !s.Sees(r.Match) {
+		name := a.who()
 		d, ok := r.Match.Destination()
 		if !ok {
 			return refuse(KindForbidden, index, "text",
@@ -179,7 +180,7 @@ func scopeRefusal(a Actor, r flowspec.Rule, index int) *Refusal {
 			name, s.prefixList(), d, d)
 	}
 	if act := s.forbiddenAction(r); act != "" {
-		hint := ""
+		name, hint := a.who(), ""
 		if act == flowspec.RouteActionName {
 			hint = ` ("rtbh" allows "route PREFIX then blackhole" exactly; communities or a next hop of its own need action "route")`
 		}

@@ -589,7 +589,9 @@ func (s *Server) logChange(r store.Rule, created bool, actor string) {
 // logChangeAt logs one rule change at lvl; nothing is formatted when lvl is
 // not enabled.
 func (s *Server) logChangeAt(lvl hclog.Level, r store.Rule, created bool, actor string) {
-	if s.log.GetLevel() > lvl {
+	// IsInfo/IsDebug, not GetLevel: a logger that writes nothing (the
+	// null logger) reports no level, which compares below every level.
+	if on := lvl == hclog.Info && s.log.IsInfo() || lvl == hclog.Debug && s.log.IsDebug(); !on {
 		return
 	}
 	op := "update"

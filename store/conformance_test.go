@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -31,6 +32,8 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("ConcurrentUpsertsOfOneMatch", func(t *testing.T) { testConcurrentUpsert(t, fresh) })
 	t.Run("Sites", func(t *testing.T) { testSites(t, fresh) })
 	t.Run("History", func(t *testing.T) { testHistory(t, fresh) })
+	t.Run("CreatedEntryRebuilt", func(t *testing.T) { testCreatedRebuilt(t, fresh) })
+	t.Run("PurgeKeepsLaterEntries", func(t *testing.T) { testPurgeByID(t, fresh) })
 	t.Run("ChangesAfterWrites", func(t *testing.T) { testChanges(t, fresh) })
 	t.Run("MigrationsConcurrentOpens", func(t *testing.T) { testMigrations(t, fresh) })
 	t.Run("ReencodeFromText", func(t *testing.T) { testReencode(t, fresh) })
@@ -1331,3 +1334,163 @@ func testEachActive(t *testing.T, fresh freshFunc) {
 		t.Fatalf("EachActive with a callback slower than the %v timeout: %v after %d of %d rows", short.Timeout, err, calls, len(want))
 	}
 }
+
+// The created entry of a rule's history is stored without its fields
+// (the rule's row holds them): History rebuilds them, through every
+// later change of each field, exactly as they were at creation.
+func testCreatedRebuilt(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	exp, later := time.Now().Add(time.Hour), time.Now().Add(48*time.Hour)
+	ins := []Input{
+		{Rule: rule(t, 1, "discard"), Actor: "cli", Reason: "first", Sites: []string{"a"}, ExpiresAt: exp},
+		{Rule: rule(t, 2, "discard"), Actor: "config", Origin: "config:a"},
+		{Rule: rule(t, 3, "rate-limit 10"), Actor: "feed", Set: "feed", Reason: "in a set"},
+		{Rule: rule(t, 4, "discard"), Actor: "api", Reason: `plain "quoted" \\ text`},
+	}
+	created := map[int64]map[string]string{}
+	var ids []int64
+	for i, in := range ins {
+		var r Rule
+		var err error
+		if i < 2 {
+			r, _, err = s.Upsert(ctx, in)
+		} else { // the bulk path
+			var rs []Rule
+			rs, err = s.UpsertMany(ctx, []Input{in})
+			if err == nil {
+				r = rs[0]
+			}
+		}
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		created[r.ID], ids = ruleFields(r), append(ids, r.ID)
+	}
+	// Change every field history records, some more than once.
+	steps := []func() error{
+		func() error {
+			_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 5"), Actor: "api", Reason: "second", ExpiresAt: later})
+			return err
+		},
+		func() error { _, err := s.Withdraw(ctx, ids[0], "alice"); return err },
+		func() error { return s.SetStatus(ctx, ids, true, "") },
+		func() error {
+			_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "bob", Keep: KeepReason | KeepExpiry})
+			return err
+		},
+		func() error {
+			_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "rate-limit 1"), Actor: "config", Origin: "config:a", Reason: "tuned", ExpiresAt: later})
+			return err
+		},
+		func() error {
+			_, err := s.UpsertMany(ctx, []Input{{Rule: rule(t, 3, "discard"), Actor: "feed", Set: "feed", Reason: "replaced"}})
+			return err
+		},
+		func() error {
+			_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 4, "discard"), Actor: "feed", Set: "adopted", Sites: []string{"a"}})
+			return err
+		},
+		func() error {
+			_, err := s.WithdrawMany(ctx, []WithdrawItem{{ID: ids[3], Reason: "guardrail"}}, "admit")
+			return err
+		},
+		func() error { return s.Finish(ctx, ids[3], Withdrawn) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	for _, id := range ids {
+		h, err := s.History(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) < 2 || h[0].Kind != EventCreated || h[0].Old != nil {
+			t.Fatalf("rule %d: history %+v, want a created entry and later ones", id, h)
+		}
+		if !maps.Equal(h[0].New, created[id]) {
+			t.Errorf("rule %d: created entry %v, want %v (the rule as created)", id, h[0].New, created[id])
+		}
+	}
+	// A bulk load and a bulk update: enough entries at once for the
+	// engines' bulk paths (PostgreSQL: COPY).
+	var bulk, again []Input
+	for i := range 300 {
+		bulk = append(bulk, Input{Rule: rule(t, 1000+i, "discard"), Actor: "feed", Reason: "bulk"})
+		again = append(again, Input{Rule: rule(t, 1000+i, "discard"), Actor: "feed", Reason: "bulk again"})
+	}
+	rs, err := s.UpsertMany(ctx, bulk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpsertMany(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Rule{rs[0], rs[299]} {
+		h, err := s.History(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 2 || h[0].Kind != EventCreated || h[0].New["reason"] != "bulk" || h[0].Actor != "feed" ||
+			h[1].Kind != EventUpdated || h[1].Old["reason"] != "bulk" || h[1].New["reason"] != "bulk again" {
+			t.Errorf("history of a bulk-loaded rule: %+v", h)
+		}
+	}
+}
+
+// PurgeHistory removes history in id order: where the clock stepped back,
+// an entry older than the cut that follows a newer one stays, so a kept
+// created entry is never without the later entries it is rebuilt through.
+func testPurgeByID(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	cfg := fresh(t)
+	sc := &steppingClock{now: time.Now()}
+	cfg.Clock = sc
+	s := open(t, cfg, "a")
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli", Reason: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := sc.Now().Add(-time.Minute)
+	sc.set(cut.Add(-time.Minute)) // the clock steps back past the cut
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "cli", Reason: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	sc.set(cut.Add(time.Hour))
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Actor: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PurgeHistory(ctx, cut, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].New["reason"] != "first" || h[1].New["reason"] != "second" {
+		t.Fatalf("history after the purge: %+v, want the created entry (reason first) and the update", h)
+	}
+}
+
+// steppingClock is a clock that an NTP correction can step back (a
+// clock.Fake never goes back); its timers are real.
+type steppingClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *steppingClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+func (c *steppingClock) NewTimer() clock.Timer { return clock.Real{}.NewTimer() }

@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/json"
 	"testing"
-	"time"
 )
 
 // encodeFields must write what json.Marshal would, for any keys and
@@ -40,24 +39,4 @@ func TestEncodeFieldsNil(t *testing.T) {
 	if got := encodeFields(map[string]string{"b": "2", "a": "1"}); got != `{"a":"1","b":"2"}` {
 		t.Fatalf("got %v", got)
 	}
-}
-
-// createdFields must store exactly what encodeFields(ruleFields(r))
-// stores, for any text, reason, origin, set, sites and expiry.
-func FuzzCreatedFields(f *testing.F) {
-	f.Add("match destination 10.0.0.1/32 then discard", "ddos", "", "", "", int64(0), false)
-	f.Add("a\"b\\c", "\x01\n<&>\u2028", "config:ams", "feed", "ams", int64(1767225600123456789), true)
-	f.Add("\xff", "r", "o\xfe", "s", "x\xff", int64(-1), false)
-	f.Fuzz(func(t *testing.T, text, reason, origin, set, site string, expires int64, wr bool) {
-		r := Rule{Text: text, Reason: reason, Origin: origin, Set: set, WithdrawRequested: wr}
-		if site != "" {
-			r.Sites = []string{site, "b"}
-		}
-		if expires != 0 {
-			r.ExpiresAt = time.Unix(0, expires).In(time.FixedZone("x", 3600))
-		}
-		if got, want := createdFields(r), encodeFields(ruleFields(r)); got != want {
-			t.Fatalf("createdFields = %v\nencodeFields(ruleFields) = %v", got, want)
-		}
-	})
 }

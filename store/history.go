@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -50,6 +49,13 @@ func (s *Store) History(ctx context.Context, id int64) ([]Event, error) {
 }
 
 func (s *Store) history(ctx context.Context, id int64) ([]Event, error) {
+	// The rule before its history: an entry committed in between has as
+	// old values what this read of the rule holds, so rebuilding the
+	// created entry (rebuildCreated) from both stays exact.
+	cur, err := s.get(ctx, s.eng.reader(), id)
+	if err != nil {
+		return nil, err
+	}
 	rs, err := s.eng.reader().query(ctx, `SELECT id, rule_id, at, kind, actor, site, old_values, new_values
 		FROM rule_events WHERE rule_id = ? ORDER BY id`, id)
 	if err != nil {
@@ -79,17 +85,38 @@ func (s *Store) history(ctx context.Context, id int64) ([]Event, error) {
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
-	if len(out) == 0 {
-		var one int64
-		err := s.eng.reader().queryRow(ctx, `SELECT 1 FROM rules WHERE id = ?`, id).Scan(&one)
-		if errors.Is(err, errNoRows) {
-			return nil, fmt.Errorf("rule %d: %w", id, ErrNotFound)
-		}
-		if err != nil {
-			return nil, err
+	rebuildCreated(cur, out)
+	return out, nil
+}
+
+// rebuildCreated fills in the fields of the created entry of evs, a
+// rule's history in order, when it was stored without them (created):
+// the rule's fields as they are now (cur), taken back through the old
+// values of each later entry, newest first. Every later change of a
+// field ruleFields records is an entry with the field's old value, and
+// a purge removes history by id order only (PurgeHistory), so the later
+// entries of a created entry that is kept are all there.
+func rebuildCreated(cur Rule, evs []Event) {
+	c := slices.IndexFunc(evs, func(e Event) bool { return e.Kind == EventCreated && e.New == nil })
+	if c < 0 {
+		return
+	}
+	m := ruleFields(cur)
+	for i := len(evs) - 1; i > c; i-- {
+		for k, v := range evs[i].Old {
+			switch k {
+			case "origin", "set": // recorded only when set: "" is absent
+				if v == "" {
+					delete(m, k)
+				} else {
+					m[k] = v
+				}
+			case "text", "reason", "expires_at", "sites", "withdraw_requested":
+				m[k] = v
+			}
 		}
 	}
-	return out, nil
+	evs[c].New = m
 }
 
 // wtx is a write transaction that collects history events and inserts
@@ -153,7 +180,13 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		for _, e := range evs[:n] {
 			args = append(args, e.ruleID, at.get(s.eng, e.at), kind.get(string(e.kind)), actor.get(e.actor), site.get(e.site), e.oldJS, e.newJS)
 		}
-		if _, err := w.exec(ctx, insertEventsSQL(n), args...); err != nil {
+		var err error
+		if lt, ok := w.tx.(*sqliteTx); ok {
+			err = lt.execMany(ctx, insertEventsSQL(n), args)
+		} else {
+			_, err = w.exec(ctx, insertEventsSQL(n), args...)
+		}
+		if err != nil {
 			return fmt.Errorf("record history: %w", err)
 		}
 		evs = evs[n:]
@@ -237,41 +270,6 @@ func ruleFields(r Rule) map[string]string {
 		m["set"] = r.Set
 	}
 	return m
-}
-
-// createdFields is encodeFields(ruleFields(r)) without the map: a bulk
-// load records one for every rule it creates.
-func createdFields(r Rule) any {
-	if !utf8.ValidString(r.Text) || !utf8.ValidString(r.Reason) || !utf8.ValidString(r.Origin) || !utf8.ValidString(r.Set) {
-		return encodeFields(ruleFields(r))
-	}
-	sites := encodeSites(r.Sites)
-	b := make([]byte, 0, 96+len(r.Text)+len(r.Reason)+len(r.Origin)+len(r.Set)+len(sites))
-	b = append(b, `{"expires_at":"`...)
-	if r.ExpiresAt.IsZero() {
-		b = append(b, "never"...)
-	} else {
-		b = r.ExpiresAt.UTC().AppendFormat(b, time.RFC3339Nano)
-	}
-	b = append(b, '"')
-	// In encodeFields' order: the keys sorted.
-	if r.Origin != "" {
-		b = append(b, `,"origin":`...)
-		b = appendJSONString(b, r.Origin)
-	}
-	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, r.Reason)
-	if r.Set != "" {
-		b = append(b, `,"set":`...)
-		b = appendJSONString(b, r.Set)
-	}
-	b = append(b, `,"sites":`...)
-	b = appendJSONString(b, sites)
-	b = append(b, `,"text":`...)
-	b = appendJSONString(b, r.Text)
-	b = append(b, `,"withdraw_requested":"`...)
-	b = strconv.AppendBool(b, r.WithdrawRequested)
-	return string(append(b, '"', '}'))
 }
 
 // diffFields returns the entries of a and b whose values differ.

@@ -420,14 +420,18 @@ func (t *pgTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int64, 
 // one column array each ($1..$13, in insertArgs' order), inserted in
 // input order, so that of inputs with the same Match not active yet only
 // the first is inserted (the others conflict with it and insert
-// nothing). It returns the Match of each row it inserted.
+// nothing). It returns the Match of each row it inserted. OFFSET 0
+// keeps the NOT EXISTS a probe of the index per row: as a join, the
+// planner, whose statistics lag a bulk load, read every active rule for
+// each statement instead (quadratic: 9 of 10 ms a 1,000-rule batch at
+// 20,000 rules).
 const pgInsertRulesSQL = `INSERT INTO rules
 	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
 	SELECT u.family, u.nlri, u.communities, u.text, u.reason, u.actor, u.sites::jsonb, u.created_at, u.updated_at, u.expires_at, u.origin, u.destination, u.set_name, 'active', FALSE
 	FROM unnest($1::smallint[], $2::bytea[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[],
 		$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::text[], $13::text[]) WITH ORDINALITY
 		AS u(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, ord)
-	WHERE NOT EXISTS (SELECT 1 FROM rules r WHERE r.family = u.family AND r.nlri = u.nlri AND r.state = 'active')
+	WHERE NOT EXISTS (SELECT 1 FROM rules r WHERE r.family = u.family AND r.nlri = u.nlri AND r.state = 'active' OFFSET 0)
 	ORDER BY u.ord
 	ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING
 	RETURNING id, family, nlri`
@@ -461,39 +465,11 @@ func (t *pgTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, 
 				at = append(at, lo+i)
 			}
 		}
-		n := len(at)
-		var (
-			family                                             = make([]int16, n)
-			nlri, comms                                        = make([][]byte, n), make([][]byte, n)
-			text, reason, actor, sites, origin, dest, setNames = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			created, updated                                   = make([]time.Time, n), make([]time.Time, n)
-			expires                                            = make([]*time.Time, n)
-		)
-		for i, in := range at {
-			a := args[in]
-			var good bool
-			var fam int64
-			fam, good = a[0].(int64)
-			nlri[i], _ = a[1].([]byte)
-			comms[i], _ = a[2].([]byte)
-			text[i], _ = a[3].(string)
-			reason[i], _ = a[4].(string)
-			actor[i], _ = a[5].(string)
-			sites[i], _ = a[6].(string)
-			created[i], _ = a[7].(time.Time)
-			updated[i], _ = a[8].(time.Time)
-			if e, isTime := a[9].(time.Time); isTime {
-				expires[i] = &e
-			}
-			origin[i], _ = a[10].(string)
-			dest[i], _ = a[11].(string)
-			setNames[i], _ = a[12].(string)
-			if !good || nlri[i] == nil || comms[i] == nil {
-				return nil, nil, fmt.Errorf("insert rules: input %d has arguments of the wrong types", in)
-			}
-			family[i] = int16(fam)
+		cols, err := pgRuleColumns(args, at)
+		if err != nil {
+			return nil, nil, err
 		}
-		rs, err := t.tx.Query(ctx, pgInsertRulesSQL, family, nlri, comms, text, reason, actor, sites, created, updated, expires, origin, dest, setNames)
+		rs, err := t.tx.Query(ctx, pgInsertRulesSQL, cols...)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -522,11 +498,52 @@ func (t *pgTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, 
 	return ids, ok, nil
 }
 
+// pgRuleColumns turns the insert arguments (insertArgs) of the rules
+// args[at[0]], args[at[1]]... into pgInsertRulesSQL's column arrays.
+func pgRuleColumns(args [][]any, at []int) ([]any, error) {
+	n := len(at)
+	var (
+		family                                             = make([]int16, n)
+		nlri, comms                                        = make([][]byte, n), make([][]byte, n)
+		text, reason, actor, sites, origin, dest, setNames = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		created, updated                                   = make([]time.Time, n), make([]time.Time, n)
+		expires                                            = make([]*time.Time, n)
+	)
+	for i, in := range at {
+		a := args[in]
+		var good bool
+		var fam int64
+		fam, good = a[0].(int64)
+		nlri[i], _ = a[1].([]byte)
+		comms[i], _ = a[2].([]byte)
+		text[i], _ = a[3].(string)
+		reason[i], _ = a[4].(string)
+		actor[i], _ = a[5].(string)
+		sites[i], _ = a[6].(string)
+		created[i], _ = a[7].(time.Time)
+		updated[i], _ = a[8].(time.Time)
+		if e, isTime := a[9].(time.Time); isTime {
+			expires[i] = &e
+		}
+		origin[i], _ = a[10].(string)
+		dest[i], _ = a[11].(string)
+		setNames[i], _ = a[12].(string)
+		if !good || nlri[i] == nil || comms[i] == nil {
+			return nil, fmt.Errorf("insert rules: input %d has arguments of the wrong types", in)
+		}
+		family[i] = int16(fam)
+	}
+	return []any{family, nlri, comms, text, reason, actor, sites, created, updated, expires, origin, dest, setNames}, nil
+}
+
 // insertEvents inserts history entries as one statement of column
 // arrays per insertRulesChunk entries, in order (their ids ascend as
 // they were recorded): a VALUES list of 128 rows was planned anew for
 // each run.
 func (t *pgTx) insertEvents(ctx context.Context, evs []pendingEvent) error {
+	if len(evs) >= copyEventsMin {
+		return t.copyEvents(ctx, evs)
+	}
 	for len(evs) > 0 {
 		part := evs[:min(len(evs), insertRulesChunk)]
 		evs = evs[len(part):]
@@ -553,6 +570,40 @@ func (t *pgTx) insertEvents(ctx context.Context, evs []pendingEvent) error {
 			ORDER BY u.ord`, ids, at, kind, actor, site, oldVals, newVals); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// copyEventsMin is the least number of history entries copyEvents
+// writes (COPY costs a round trip more than a statement).
+const copyEventsMin = 256
+
+// copyEvents inserts history entries with COPY, in order (the identity
+// draws their ids in the order they are sent): a bulk load's entries
+// cost half of what the statement of column arrays did (10,000 entries:
+// 90-100 ms instead of 200 ms).
+func (t *pgTx) copyEvents(ctx context.Context, evs []pendingEvent) error {
+	row := make([]any, 7)
+	_, err := t.tx.CopyFrom(ctx, pgx.Identifier{"rule_events"},
+		[]string{"rule_id", "at", "kind", "actor", "site", "old_values", "new_values"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if len(evs) == 0 {
+				return nil, nil
+			}
+			e := evs[0]
+			evs = evs[1:]
+			row[0], row[1], row[2], row[3], row[4] = e.ruleID, e.at, string(e.kind), e.actor, e.site
+			row[5], row[6] = jsonArg(e.oldJS), jsonArg(e.newJS)
+			return row, nil
+		}))
+	return err
+}
+
+// jsonArg is a history entry's encoded fields (encodeFields) as a jsonb
+// value for COPY: the JSON text, or nil for NULL.
+func jsonArg(v any) any {
+	if s, ok := v.(string); ok {
+		return []byte(s)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/url"
@@ -185,5 +186,86 @@ func TestPostgresReadOnlyIsUnavailable(t *testing.T) {
 	_, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard")})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Upsert on a read-only server = %v, want ErrUnavailable", err)
+	}
+}
+
+// A batch's lookups and its insert probe the index of active Matches
+// once per rule, on a table loaded since its last ANALYZE too: with the
+// IN list or the NOT EXISTS as a join, the planner, which took the table
+// for nearly empty, read every active rule for each statement instead,
+// so batch writes slowed as the table grew.
+func TestPostgresBatchProbesTheIndex(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, postgresFresh(t), "a")
+	var ins []Input
+	for i := range 3000 {
+		ins = append(ins, Input{Rule: rule(t, i, "discard"), Actor: "t"})
+	}
+	if _, err := s.UpsertMany(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	pe := s.eng.(*pgEngine)
+	tx, err := pe.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	// read is the most rows one node of q's plan read: in the probes'
+	// plan, the loops of one row each.
+	read := func(q string, args ...any) (most int) {
+		t.Helper()
+		var plan []byte
+		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+q, args...).Scan(&plan); err != nil {
+			t.Fatalf("explain %s: %v", q, err)
+		}
+		var nodes []struct{ Plan json.RawMessage }
+		if err := json.Unmarshal(plan, &nodes); err != nil || len(nodes) != 1 {
+			t.Fatalf("explain: %s: %v", plan, err)
+		}
+		var walk func(raw json.RawMessage)
+		walk = func(raw json.RawMessage) {
+			var n struct {
+				Rows    int               `json:"Actual Rows"`
+				Removed int               `json:"Rows Removed by Filter"`
+				Type    string            `json:"Node Type"`
+				Plans   []json.RawMessage `json:"Plans"`
+			}
+			json.Unmarshal(raw, &n)
+			if n.Type != "ModifyTable" && n.Type != "Function Scan" && n.Type != "Values Scan" &&
+				n.Type != "Subquery Scan" && n.Type != "Nested Loop" && n.Type != "Sort" {
+				most = max(most, n.Rows+n.Removed)
+			}
+			for _, p := range n.Plans {
+				walk(p)
+			}
+		}
+		walk(nodes[0].Plan)
+		return most
+	}
+	// Ten Matches, five of them active.
+	var (
+		args, rows = []any{nil}, [][]any{}
+		at         []int
+		now        = s.now()
+	)
+	for i := 2995; i < 3005; i++ {
+		e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "t"}, 0, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.at(now)
+		args[0] = e.family
+		args = append(args, e.nlri)
+		at, rows = append(at, len(rows)), append(rows, s.insertArgs(&e, now))
+	}
+	if n := read(pe.sql(s.matchLookup("nlri", "", 10)), args...); n > 10 {
+		t.Errorf("a lookup of 10 Matches read %d rows in one step, want the index probed per Match", n)
+	}
+	cols, err := pgRuleColumns(rows, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := read(pgInsertRulesSQL, cols...); n > 10 {
+		t.Errorf("an insert of 10 rules read %d rows in one step, want the index probed per rule", n)
 	}
 }

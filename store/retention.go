@@ -20,7 +20,8 @@ type Purged struct {
 
 // PurgeHistory deletes what is older than before, batch rows per
 // transaction (DefaultPurgeBatch when batch <= 0), until nothing is left:
-// history entries recorded before it, and withdrawn or expired rules last
+// history entries recorded before it (in id order: those before the
+// first entry recorded at or after it), and withdrawn or expired rules last
 // changed before it, with their status and history. Active rules stay,
 // whatever their age (their old history entries go). The newest history
 // entry always stays, so the revision never goes back. Safe to run from
@@ -31,12 +32,25 @@ func (s *Store) PurgeHistory(ctx context.Context, before time.Time, batch int) (
 	}
 	var total Purged
 	cut := s.eng.timeArg(normTime(before))
+	// History goes by id order only: every entry before the first one
+	// recorded at or after the cut (and never the newest). A rule's
+	// created entry, rebuilt from the entries after it (rebuildCreated),
+	// is then never kept without them, even where the clock stepped back.
+	var bound int64
+	cctx, cancel := s.call(ctx, 1)
+	err := s.eng.reader().queryRow(cctx, `SELECT COALESCE(
+		(SELECT id FROM rule_events WHERE at >= ? ORDER BY id LIMIT 1),
+		(SELECT MAX(id) FROM rule_events), 0)`, cut).Scan(&bound)
+	cancel()
+	if err != nil {
+		return total, s.wrap(ctx, "purge history", err)
+	}
 	for {
 		var n int64
 		err := s.write(ctx, "purge history", batch, func(ctx context.Context, t *wtx) (bool, error) {
 			var err error
 			n, err = t.exec(ctx, `DELETE FROM rule_events WHERE id IN (SELECT id FROM rule_events
-				WHERE at < ? AND id < (SELECT MAX(id) FROM rule_events) ORDER BY id LIMIT ?)`, cut, batch)
+				WHERE id < ? AND id < (SELECT MAX(id) FROM rule_events) ORDER BY id LIMIT ?)`, bound, batch)
 			return false, err
 		})
 		if err != nil {

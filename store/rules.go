@@ -116,6 +116,7 @@ type encoded struct {
 	text    string
 	sites   []string
 	sitesJS string
+	dest    string // destinationKey: made here, by the caller, not by the committer
 	expires time.Time
 }
 
@@ -159,6 +160,7 @@ func encode(in Input, index int, now time.Time) (encoded, error) {
 		text:    in.Rule.String(),
 		sites:   sites,
 		sitesJS: encodeSites(sites),
+		dest:    destinationKey(in.Rule.Match),
 		expires: exp,
 	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -414,20 +415,14 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 // id and ok of each row inserted. SQLite does not promise RETURNING's
 // order: each returned Match is found among part, in order first.
 func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, ids []int64, ok []bool) error {
-	rs, err := t.query(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
 	next := 0
 	var byKey map[string]int
-	for rs.Next() {
-		var (
-			id, family int64
-			nlri       []byte
-		)
-		if err := rs.Scan(&id, &family, &nlri); err != nil {
-			return err
+	return t.queryEach(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat, 3, func(v []driver.Value) error {
+		id, ok1 := v[0].(int64)
+		family, ok2 := v[1].(int64)
+		nlri, ok3 := v[2].([]byte)
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("insert rules: SQLite returned %T, %T, %T for id, family, nlri: this is a bug", v[0], v[1], v[2])
 		}
 		i := -1
 		for ; next < len(part); next++ {
@@ -456,8 +451,8 @@ func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []an
 			i = j
 		}
 		ids[i], ok[i] = id, true
-	}
-	return rs.Err()
+		return nil
+	})
 }
 
 // sameMatch reports whether the insert arguments a are of the Match
@@ -482,6 +477,77 @@ const (
 // insertCheck is how many rows insertIDs inserts between looks at its
 // deadline.
 const insertCheck = 64
+
+// queryEach runs q with args and calls row with the values of each
+// row it returns (cols of them: int64, float64, []byte, string or nil),
+// which row must not keep. In the committer's session the statement runs
+// on the driver's connection (driverRun): no conversion of each argument
+// by database/sql, a kilobyte a rule in a batch.
+func (t *sqliteTx) queryEach(ctx context.Context, q string, args []any, cols int, row func([]driver.Value) error) error {
+	if t.sess != nil && driverValues(args) {
+		return t.sess.driverRun(ctx, q, args, func(ctx context.Context, st driver.Stmt, nv []driver.NamedValue) error {
+			rs, err := st.(driver.StmtQueryContext).QueryContext(ctx, nv)
+			if err != nil {
+				return err
+			}
+			defer rs.Close()
+			vals := make([]driver.Value, cols)
+			for {
+				if err := rs.Next(vals); err == io.EOF {
+					return nil
+				} else if err != nil {
+					return err
+				}
+				if err := row(vals); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	rs, err := t.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	vals, ptrs := make([]driver.Value, cols), make([]any, cols)
+	for i := range ptrs {
+		ptrs[i] = &vals[i]
+	}
+	for rs.Next() {
+		if err := rs.Scan(ptrs...); err != nil {
+			return err
+		}
+		if err := row(vals); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// execMany runs q, a statement of many rows that returns none, with
+// args: in the committer's session on the driver's connection, as
+// queryEach, whose one call into SQLite binds every argument and steps
+// (the driver's exec binds each argument with a call of its own).
+func (t *sqliteTx) execMany(ctx context.Context, q string, args []any) error {
+	if t.sess == nil || !driverValues(args) {
+		_, err := t.exec(ctx, q, args...)
+		return err
+	}
+	return t.queryEach(ctx, q, args, 0, func([]driver.Value) error { return nil })
+}
+
+// driverValues reports whether every one of args is a value the driver
+// takes as it is (database/sql would pass it through unchanged).
+func driverValues(args []any) bool {
+	for _, a := range args {
+		switch a.(type) {
+		case nil, int64, float64, bool, []byte, string, time.Time:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func (t *sqliteTx) query(ctx context.Context, q string, args ...any) (rows, error) {
 	st, err := t.stmt(ctx, q)
@@ -559,6 +625,11 @@ type sqliteSession struct {
 	// statements of many rows cost a millisecond each to prepare.
 	stmts    map[string]*sql.Stmt
 	prepares int // statements prepared on conn so far
+	// driverStmts are statements prepared on conn's driver connection
+	// (driverRun), at most maxSessionStmts; nv is their arguments'
+	// buffer, reused from one statement to the next.
+	driverStmts map[string]driver.Stmt
+	nv          []driver.NamedValue
 	// version is the last data_version read; event the id of the newest
 	// history entry that changed desired state (kind other than status).
 	version, event int64
@@ -652,12 +723,67 @@ func (ss *sqliteSession) stmt(ctx context.Context, q string) (*sql.Stmt, error) 
 	return st, nil
 }
 
+// driverRun runs f with q prepared on the session's driver connection
+// (database/sql's Conn.Raw) and args as its arguments. The statement is
+// run without a context that can end (ctx is checked before): the
+// driver would watch one in a goroutine of its own for every statement.
+func (ss *sqliteSession) driverRun(ctx context.Context, q string, args []any, f func(ctx context.Context, st driver.Stmt, nv []driver.NamedValue) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if ss.conn == nil {
+		return sql.ErrConnDone
+	}
+	return ss.conn.Raw(func(dc any) error {
+		st, ok := ss.driverStmts[q]
+		if !ok {
+			c, isLite := dc.(*sqlite3.SQLiteConn)
+			if !isLite {
+				return fmt.Errorf("the sqlite connection is a %T: this is a bug", dc)
+			}
+			var err error
+			if st, err = c.Prepare(q); err != nil {
+				return err
+			}
+			ss.prepares++
+			if ss.driverStmts == nil {
+				ss.driverStmts = make(map[string]driver.Stmt)
+			}
+			for k, old := range ss.driverStmts {
+				if len(ss.driverStmts) < maxSessionStmts {
+					break
+				}
+				old.Close()
+				delete(ss.driverStmts, k)
+			}
+			ss.driverStmts[q] = st
+		}
+		nv := ss.nv[:0]
+		for i, a := range args {
+			nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
+		}
+		ss.nv = nv
+		err := f(context.WithoutCancel(ctx), st, nv)
+		clear(nv) // keep no rule's bytes alive
+		return err
+	})
+}
+
 // dropConn closes the session's statements and connection.
 func (ss *sqliteSession) dropConn() {
 	for _, st := range ss.stmts {
 		st.Close()
 	}
 	ss.stmts = nil
+	if ss.conn != nil && len(ss.driverStmts) > 0 {
+		ss.conn.Raw(func(any) error {
+			for _, st := range ss.driverStmts {
+				st.Close()
+			}
+			return nil
+		})
+	}
+	ss.driverStmts = nil
 	if ss.conn != nil {
 		ss.conn.Close()
 		ss.conn = nil

@@ -161,8 +161,10 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 		}
 		var (
 			idx   []int // indexes into es of the inserts
-			args  [][]any
+			args  = make([][]any, 0, len(es))
 			boxes argBoxes
+			// Every row's arguments in one array, each row a slice of it.
+			flat = make([]any, 0, insertRuleCols*len(es))
 		)
 		for i := range es {
 			if skip != nil {
@@ -173,7 +175,9 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 				skip[k] = true // a later input with this Match updates it
 			}
 			idx = append(idx, i)
-			args = append(args, s.insertArgsWith(&boxes, &es[i], now))
+			n := len(flat)
+			flat = s.appendInsertArgs(flat, &boxes, &es[i], now)
+			args = append(args, flat[n:len(flat):len(flat)])
 		}
 		ids, inserted, err := t.insertIDs(ctx, s.eng.insertRule(), args)
 		if err != nil {
@@ -207,17 +211,17 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 
 func (s *Store) insertArgs(e *encoded, now time.Time) []any {
 	var b argBoxes
-	return s.insertArgsWith(&b, e, now)
+	return s.appendInsertArgs(make([]any, 0, insertRuleCols), &b, e, now)
 }
 
-// insertArgsWith is insertArgs for one of many rules of a batch: b
-// reuses what the rules before it share (actor, reason, sites, the
-// transaction's time, the expiry), since turning a value into an
-// argument allocates.
-func (s *Store) insertArgsWith(b *argBoxes, e *encoded, now time.Time) []any {
+// appendInsertArgs appends insertArgs to dst, for one of many rules of
+// a batch: b reuses what the rules before it share (actor, reason,
+// sites, the transaction's time, the expiry), since turning a value into
+// an argument allocates.
+func (s *Store) appendInsertArgs(dst []any, b *argBoxes, e *encoded, now time.Time) []any {
 	t := b.now.get(s.eng, now)
-	return []any{e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
-		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, destinationKey(e.in.Rule.Match), b.set.get(e.in.Set)}
+	return append(dst, e.family, e.nlri, e.comms, e.text, b.reason.get(e.in.Reason), b.actor.get(e.in.Actor),
+		b.sites.get(e.sitesJS), t, t, b.expires.get(s.eng, e.expires), e.in.Origin, e.dest, b.set.get(e.in.Set))
 }
 
 // argBoxes keeps the last value of each shared argument as a query
@@ -253,14 +257,16 @@ func (b *boxedTime) get(eng engine, t time.Time) any {
 	return b.v
 }
 
-// created returns the rule e just inserted as id and records its history.
+// created returns the rule e just inserted as id and records its history:
+// a created entry without its fields, which the rule's row holds
+// (History rebuilds them), so that a bulk load writes each rule's data
+// once.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
-	r := Rule{
+	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, nil)
+	return Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
 		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin, Set: e.in.Set,
 	}
-	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, createdFields(r))
-	return r
 }
 
 // upsertTx inserts e, or updates the active row with the same Match. On
@@ -544,6 +550,30 @@ const lookupChunk = 500
 // each), through the index of active Matches: a batch's lookups cost
 // what its rules do, whatever the size of the table.
 func (s *Store) matchLookup(cols, and string, n int) string {
+	if _, pg := s.eng.(*pgEngine); pg {
+		// One probe of the index per NLRI, whatever the planner's
+		// statistics: a table loaded since its last ANALYZE looks nearly
+		// empty to it, and it read every active rule of the family to
+		// filter them by the list instead (quadratic in a bulk load).
+		// OFFSET 0 keeps the subquery from being merged into the join.
+		// The family is the first argument: numbered explicitly.
+		key := multiRowKey{"pg lookup " + cols, and, n, ""}
+		if q, ok := multiRowTexts.Load(key); ok {
+			return q.(string)
+		}
+		var b strings.Builder
+		b.WriteString(`SELECT r.* FROM (VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "($%d::bytea)", i+2)
+		}
+		b.WriteString(`) AS u(nlri) CROSS JOIN LATERAL (SELECT ` + cols + ` FROM rules
+			WHERE state = 'active'` + and + ` AND family = $1 AND nlri = u.nlri OFFSET 0) r`)
+		q, _ := multiRowTexts.LoadOrStore(key, b.String())
+		return q.(string)
+	}
 	return `SELECT ` + cols + ` FROM rules` + s.eng.indexedBy("rules_active_match") +
 		` WHERE state = 'active'` + and + ` AND family = ? AND nlri IN (` + strings.TrimSuffix(strings.Repeat("?,", n), ",") + ")"
 }
