@@ -165,11 +165,12 @@ func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan str
 // loads holds little: measured with BenchmarkTimeToWithdraw and
 // BenchmarkTimeToMitigate (a few hundred rules, a live heap of ~12 MB), a
 // cycle every ~0.8 s, one per ~200 single writes, its mark phase 9–16 ms
-// on two shared cores; the writes that arrived during one were among the
-// five slowest of 200 (a slow fifth of what ExaBGP shows is the p99).
-// Below heapFloor/2 of live heap the goal is heapFloor instead: GOGC is
-// set after each cycle so that the live heap may grow to heapFloor before
-// the next one. That costs at most heapFloor of heap that a cycle would
+// on two shared cores; every write whose way to the peer overlapped a
+// mark phase was among the five slowest of its 200 (and with 200 the p99
+// is the second slowest). Below heapFloor/2 of live heap the goal is
+// heapFloor instead: GOGC is set after each cycle (looked at every tick)
+// so that the heap may grow to heapFloor before the next one; those
+// benchmarks then run without a cycle. That costs at most heapFloor of heap that a cycle would
 // have freed sooner; past heapFloor/2 of live heap the default applies
 // (a table of 100,000 rules lives in a few hundred MB). An operator's own
 // GOGC or GOMEMLIMIT is left alone, and so is the first load's light
