@@ -306,12 +306,17 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		Sendable: bgp.Sendable, Early: rec, EarlyReady: st.EarlyOK, EarlyWithdrawReady: st.EarlyWithdrawOK, Changed: events.Nudge, Log: log.Named("admit"),
 		WriteTimeout: cfg.Store.WriteTimeout,
 	})
+	// The heap floor (memory.go) starts once the first load's light
+	// collector is done, or at once when there is none.
+	noLight := make(chan struct{})
+	close(noLight)
+	var lightDone <-chan struct{} = noLight
 	if !held {
 		// The first load builds the whole table at once: the collector
 		// runs lightly until it is done (memory.go).
 		gcCtx, gcDone := context.WithCancel(ctx)
 		defer gcDone()
-		lightGCUntilLoaded(gcCtx, log.Named("memory"), rec.Loaded(), firstLoadHeap, 100*time.Millisecond, firstLoadLongest)
+		lightDone = lightGCUntilLoaded(gcCtx, log.Named("memory"), rec.Loaded(), firstLoadHeap, 100*time.Millisecond, firstLoadLongest)
 		// Guardrails changed while the daemon was down apply before the
 		// first pass announces anything; the pass starts from the same
 		// reading.
@@ -424,6 +429,10 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	})
 	goRun("memory", func(ctx context.Context) error {
 		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
+		return nil
+	})
+	goRun("heap floor", func(ctx context.Context) error {
+		keepHeapFloor(ctx, lightDone, heapFloor, 100*time.Millisecond)
 		return nil
 	})
 	if cfg.BGP.CompactAfter > 0 {

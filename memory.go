@@ -159,3 +159,71 @@ func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan str
 	}()
 	return done
 }
+
+// A floor under the heap goal. With the default GOGC the collector runs a
+// cycle each time the heap doubles its live size, and a daemon between
+// loads holds little: measured with BenchmarkTimeToWithdraw and
+// BenchmarkTimeToMitigate (a few hundred rules, a live heap of ~12 MB), a
+// cycle every ~0.8 s, one per ~200 single writes, its mark phase 9–16 ms
+// on two shared cores; every write whose way to the peer overlapped a
+// mark phase was among the five slowest of its 200 (and with 200 the p99
+// is the second slowest). Below heapFloor/2 of live heap the goal is
+// heapFloor instead: GOGC is set after each cycle (looked at every tick)
+// so that the heap may grow to heapFloor before the next one; those
+// benchmarks then run without a cycle. That costs at most heapFloor of heap that a cycle would
+// have freed sooner; past heapFloor/2 of live heap the default applies
+// (a table of 100,000 rules lives in a few hundred MB). An operator's own
+// GOGC or GOMEMLIMIT is left alone, and so is the first load's light
+// collector (it runs first).
+const heapFloor = 64 << 20
+
+// floorPercent is the GOGC that puts the heap goal at floor for a live
+// heap of live bytes, and def when def already reaches it (or live is
+// not known yet).
+func floorPercent(live, floor uint64, def int) int {
+	if live == 0 || live+live*uint64(def)/100 >= floor {
+		return def
+	}
+	return int((floor - live) * 100 / live)
+}
+
+// keepHeapFloor waits for after to be closed, then sets GOGC from the
+// live heap (floorPercent) after every collection cycle, looking every
+// tick, until ctx ends; then it restores the setting it found.
+func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tick time.Duration) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	select {
+	case <-after:
+	case <-ctx.Done():
+		return
+	}
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	for _, v := range s {
+		if v.Value.Kind() != metrics.KindUint64 {
+			return
+		}
+	}
+	def := int(s[0].Value.Uint64())
+	defer debug.SetGCPercent(def)
+	cur, seen := def, ^uint64(0)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if cycles := s[2].Value.Uint64(); cycles != seen {
+			seen = cycles
+			if pct := floorPercent(s[1].Value.Uint64(), floor, def); pct != cur {
+				debug.SetGCPercent(pct)
+				cur = pct
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			metrics.Read(s)
+		}
+	}
+}

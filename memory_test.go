@@ -211,3 +211,72 @@ func readMetric(name string) uint64 {
 	metrics.Read(s)
 	return s[0].Value.Uint64()
 }
+
+// TestFloorPercent: below the floor the goal is the floor; at or past it
+// the default.
+func TestFloorPercent(t *testing.T) {
+	for _, c := range []struct {
+		live, floor uint64
+		def, want   int
+	}{
+		{12 << 20, 64 << 20, 100, 433}, // 12 MB live: a goal of 64 MB, not 24
+		{16 << 20, 64 << 20, 100, 300},
+		{32 << 20, 64 << 20, 100, 100}, // the default reaches the floor
+		{500 << 20, 64 << 20, 100, 100},
+		{12 << 20, 64 << 20, 400, 433}, // a higher default: the floor still
+		{20 << 20, 64 << 20, 400, 400},
+		{0, 64 << 20, 100, 100}, // live not known
+	} {
+		if got := floorPercent(c.live, c.floor, c.def); got != c.want {
+			t.Errorf("floorPercent(%d MiB, %d MiB, %d) = %d, want %d", c.live>>20, c.floor>>20, c.def, got, c.want)
+		}
+	}
+}
+
+// TestKeepHeapFloor: once started, a cycle with a small live heap raises
+// GOGC so that the goal is the floor; a later cycle with a live heap past
+// half the floor brings the default back; when it ends, the setting found
+// is back.
+func TestKeepHeapFloor(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: keepHeapFloor leaves them alone")
+	}
+	const floor = 64 << 20
+	before := gcPercent()
+	ctx, cancel := context.WithCancel(context.Background())
+	after := make(chan struct{})
+	done := make(chan struct{})
+	go func() { keepHeapFloor(ctx, after, floor, time.Millisecond); close(done) }()
+	runtime.GC()
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent %d before the light collector was done, want %d", got, before)
+	}
+	close(after)
+	// until reports whether cond held within 30 s, with a cycle each try.
+	until := func(cond func() bool) bool {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			runtime.GC()
+			if cond() {
+				return true
+			}
+		}
+		return false
+	}
+	if !until(func() bool { return gcPercent() > before }) {
+		t.Fatalf("GC percent still %d 30 s after cycles with %d B live, far below the %d B floor", gcPercent(), readMetric("/gc/heap/live:bytes"), floor)
+	}
+	// A live heap of three quarters of the floor: the default reaches it.
+	table := make([][]byte, 0, 3*floor/4/(64<<10))
+	for range cap(table) {
+		table = append(table, make([]byte, 64<<10))
+	}
+	if !until(func() bool { return gcPercent() == before }) {
+		t.Errorf("GC percent %d with %d B live, want the default %d past half the floor", gcPercent(), readMetric("/gc/heap/live:bytes"), before)
+	}
+	runtime.KeepAlive(table)
+	cancel()
+	<-done
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent %d after the floor ended, want %d as before", got, before)
+	}
+}

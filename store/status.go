@@ -44,7 +44,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 				args = append(args, id)
 			}
 			rs, err := t.query(ctx, `SELECT r.id, COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')
-				FROM rules r LEFT JOIN rule_status s ON s.rule_id = r.id AND s.site = ?
+				FROM rules r`+statusJoin+`
 				WHERE r.id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
 			if err != nil {
 				return false, err
