@@ -84,23 +84,30 @@ const componentList = "destination, source, protocol, port, destination-port, so
 
 const actionList = "accept, discard, rate-limit, rate-limit-packets, action, redirect, mark, redirect-ip, ext, ext6"
 
-func componentByName(s string) ComponentType {
+// componentNames maps the lower-case names of the component types (and
+// their aliases) to them.
+var componentNames = func() map[string]ComponentType {
+	m := map[string]ComponentType{
+		"next-header":        Protocol,
+		"flow-label":         FlowLabel,
+		"destination-prefix": DestinationPrefix,
+		"source-prefix":      SourcePrefix,
+	}
 	for t := DestinationPrefix; t <= FlowLabel; t++ {
-		if strings.EqualFold(t.name(), s) {
-			return t
-		}
+		m[strings.ToLower(t.name())] = t
 	}
-	switch strings.ToLower(s) {
-	case "next-header":
-		return Protocol
-	case "flow-label":
-		return FlowLabel
-	case "destination-prefix":
-		return DestinationPrefix
-	case "source-prefix":
-		return SourcePrefix
+	return m
+}()
+
+// componentByName returns the component type named s (any case), 0 if
+// none. A parse asks it of every word of a value list (stop), so a word
+// that cannot be a name (a value starts with a digit, an operator or a
+// bracket) is answered without a lookup.
+func componentByName(s string) ComponentType {
+	if s == "" || !('a' <= s[0] && s[0] <= 'z' || 'A' <= s[0] && s[0] <= 'Z') {
+		return 0
 	}
-	return 0
+	return componentNames[strings.ToLower(s)]
 }
 
 // stop reports whether t ends a value list.
