@@ -611,6 +611,7 @@ func (p *parser) bitmask(c *pcomp) error {
 
 func (p *parser) action() (Action, error) {
 	var ext, ext6 []byte
+	var first Action // the only action word's, until a second one
 	seen := 0
 	n := 0
 	claim := func(t token, slot int, what string) error {
@@ -680,11 +681,24 @@ func (p *parser) action() (Action, error) {
 		if err != nil {
 			return Action{}, err
 		}
+		if n == 1 {
+			first = a
+			continue
+		}
+		if n == 2 {
+			ext = append(ext, first.d().ext...)
+			ext6 = append(ext6, first.d().ext6...)
+		}
 		ext = append(ext, a.d().ext...)
 		ext6 = append(ext6, a.d().ext6...)
 	}
-	if n == 0 {
+	switch d := first.d(); {
+	case n == 0:
 		return Action{}, p.errEnd("expected an action (%s)", actionList)
+	case n == 1 && (len(d.ext) == 8 && d.ext6 == "" || d.ext == "" && len(d.ext6) == 20):
+		return first, nil // one community: canonical as built
+	case n == 1:
+		ext, ext6 = []byte(d.ext), []byte(d.ext6)
 	}
 	return mkAction(actionData{ext: canonicalSet(ext, 8), ext6: canonicalSet(ext6, 20)}), nil
 }
