@@ -133,7 +133,10 @@ func compareRoutes(a, b Match) int {
 // Blackhole is the RTBH action: BLACKHOLE (65535:666, RFC 7999) and
 // NO_EXPORT (65535:65281), so the blackhole never leaks beyond the
 // neighboring AS. The next hop is the site's (see WithNextHop).
-func Blackhole() Action { return Communities(CommunityBlackhole, CommunityNoExport) }
+func Blackhole() Action { return blackhole }
+
+// blackhole is built once: a feed of RTBH routes parses it a million times.
+var blackhole = Communities(CommunityBlackhole, CommunityNoExport)
 
 // Communities is a route action carrying the given standard communities
 // (RFC 1997, high 16 bits AS, low 16 bits value).

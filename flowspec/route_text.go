@@ -122,8 +122,11 @@ func (p *parser) routeAction() (Action, error) {
 			return Action{}, p.errAt(t, "unknown route action; expected one of %s", routeActionList)
 		}
 	}
-	if n == 0 {
+	switch {
+	case n == 0:
 		return Action{}, p.errEnd("expected a route action (%s)", routeActionList)
+	case n == 1 && !nh.IsValid() && string(comm) == blackhole.d().comm:
+		return blackhole, nil // "then blackhole", the RTBH feed's every line
 	}
 	return mkAction(actionData{comm: canonicalSet(comm, 4)}).WithNextHop(nh), nil
 }
