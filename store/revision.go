@@ -127,9 +127,14 @@ func (s *Store) EachChangedSince(ctx context.Context, rev int64, fn func(*Rule) 
 	if len(ids) == 0 {
 		return ch, nil
 	}
-	rs, err = s.eng.reader().query(cctx, "SELECT "+briefCols+ruleFrom+
-		" WHERE r.id IN (SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status')"+
-		" AND r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, rev, next, s.site)
+	which, lo, hi := " WHERE r.id IN (SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status')", rev, next
+	if n := len(ids); ids[n-1]-ids[0] == int64(n-1) {
+		// The changed ids are one run (a bulk load's rules): a range of
+		// the primary key, not a lookup of each id in the history again.
+		which, lo, hi = " WHERE r.id BETWEEN ? AND ?", ids[0], ids[n-1]
+	}
+	rs, err = s.eng.reader().query(cctx, "SELECT "+briefCols+ruleFrom+which+
+		" AND r.state = 'active' AND "+s.eng.siteFilter()+" ORDER BY r.id", s.site, lo, hi, s.site)
 	if err != nil {
 		return Changes{}, s.wrap(ctx, op, w.why(err))
 	}

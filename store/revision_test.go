@@ -79,4 +79,36 @@ func testChangedSince(t *testing.T, fresh freshFunc) {
 	if _, err := s.EachChangedSince(ctx, rev, func(*Rule) error { return stop }); err != stop {
 		t.Fatalf("EachChangedSince with a failing caller: %v, want its error", err)
 	}
+	// Changed ids in one run are read as a range of ids (above); with a
+	// gap, an active rule of this site that did not change lies between
+	// them and is not read.
+	r4, _, err := s.Upsert(ctx, Input{Rule: rule(t, 4, "discard"), ExpiresAt: exp, Actor: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev3, err := s.Revision(ctx) // r4 stays as it is from here on
+	if err != nil {
+		t.Fatal(err)
+	}
+	r5, _, err := s.Upsert(ctx, Input{Rule: rule(t, 5, "discard"), ExpiresAt: exp, Actor: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "accept"), ExpiresAt: exp, Actor: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	gap, err := s.ChangedSince(ctx, rev3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, r := range gap.Active {
+		got = append(got, r.ID)
+	}
+	if want := []int64{r2.ID, r5.ID}; r4.ID >= r5.ID || !slices.Equal(got, want) || len(gap.Gone) != 0 {
+		t.Fatalf("changed around an unchanged rule: active %v, gone %v; want %v", got, gap.Gone, want)
+	}
+	if after, err := s.ChangedSince(ctx, gap.Next-1); err != nil || len(after.Active) != 1 || after.Active[0].ID != r2.ID {
+		t.Fatalf("the last change alone: %+v, %v; want rule %d", after, err, r2.ID)
+	}
 }
