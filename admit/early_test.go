@@ -310,6 +310,10 @@ func TestEarlyWithdrawalThatFailsIsAnnouncedAgain(t *testing.T) {
 	if a, _, _ := r.sp.Path(rule.Rule.Match); a != rule.Rule.Action {
 		t.Fatalf("announced again with action %v, want %v", a, rule.Rule.Action)
 	}
+	// The path went by the gate's hand: putting it back is no drift.
+	if d := r.rec.Drift(); d != (reconcile.DriftCounts{}) {
+		t.Errorf("drift = %+v, want none", d)
+	}
 }
 
 // The withdrawal of a rule this gate stored leaves before anything is

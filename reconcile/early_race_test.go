@@ -109,6 +109,7 @@ var earlyRace = []string{
 //
 // The reconciler's clock never moves: neither the grace, nor a settle
 // timeout, nor a backoff, nor the resync may be what brings the path back.
+// And the path's coming back is no drift repair.
 func TestRefusedEarlyWithdrawalIsAnnouncedAgainAtOnce(t *testing.T) {
 	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
 	st := newFakeStore()
@@ -179,6 +180,11 @@ func TestRefusedEarlyWithdrawalIsAnnouncedAgainAtOnce(t *testing.T) {
 	}
 	if now := fc.Now(); !now.Equal(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)) {
 		t.Fatalf("the reconciler's clock moved to %v", now)
+	}
+	// The path went by the gate's hand, and came back by the
+	// reconciler's: neither is drift.
+	if d := r.Drift(); d != (DriftCounts{}) {
+		t.Errorf("drift = %+v, want none", d)
 	}
 }
 
