@@ -118,11 +118,20 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	// Early announcements and withdrawals whose grace ended (settled, or
 	// their commit never showed up) are compared again: an announcement
 	// is an orphan now unless desired, a withdrawn rule still desired
-	// (its commit failed) is announced again.
+	// (its commit failed) is announced again, at once. What a pass asked
+	// of the speaker for that Match before the early change landed no
+	// longer says what the RIB holds: the work queue forgets it, or it
+	// would hold the change back as in flight until its settle timeout.
+	// A path withdrawn early went by our own hand: announcing it again
+	// repairs no drift.
 	for _, set := range []*earlySet{&r.early, &r.leaving} {
 		if expired := set.expire(now); len(expired) > 0 {
 			for _, m := range expired {
 				r.plan.markDirty(m)
+				r.work.forget(m)
+				if set == &r.leaving {
+					r.unsee(m)
+				}
 			}
 			r.quiet.ok = false
 		}

@@ -106,6 +106,13 @@ func (q *workQueue) done(m flowspec.Match) {
 	}
 }
 
+// forget drops the expectation of m: its path was changed outside the
+// passes (an early announcement or withdrawal), so the change a pass asked
+// for may be undone and the mirror may never show it.
+func (q *workQueue) forget(m flowspec.Match) {
+	delete(q.expects, m)
+}
+
 // inFlight reports whether a request for m was accepted and the mirror does
 // not show it yet.
 func (q *workQueue) inFlight(m flowspec.Match) bool {
