@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 )
 
 // Revisions let a reader keep a copy of desired state and refresh only what
@@ -103,7 +104,9 @@ func (s *Store) EachChangedSince(ctx context.Context, rev int64, fn func(*Rule) 
 	}
 	cctx, w := s.progressCall(ctx)
 	defer w.stop()
-	const changed = `SELECT DISTINCT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status' ORDER BY rule_id`
+	// In history order, sorted and deduplicated here: SQLite's DISTINCT
+	// ... ORDER BY built a temporary B-tree of every id first.
+	const changed = `SELECT rule_id FROM rule_events WHERE id > ? AND id <= ? AND kind <> 'status'`
 	rs, err := s.eng.reader().query(cctx, changed, rev, next)
 	if err != nil {
 		return Changes{}, s.wrap(ctx, op, w.why(err))
@@ -123,6 +126,8 @@ func (s *Store) EachChangedSince(ctx context.Context, rev int64, fn func(*Rule) 
 	if err != nil {
 		return Changes{}, s.wrap(ctx, op, w.why(err))
 	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	ch := Changes{Next: next}
 	if len(ids) == 0 {
 		return ch, nil
