@@ -62,23 +62,21 @@ func (h *hookSpeaker) armed() bool {
 }
 
 func (h *hookSpeaker) Announce(ctx context.Context, rules []flowspec.Rule) []error {
-	fn, after := h.take(&h.onAnnounce)
-	if fn != nil && !after {
-		h.run(fn)
-	}
-	errs := h.fakeSpeaker.Announce(ctx, rules)
-	if fn != nil && after {
-		h.run(fn)
-	}
-	return errs
+	return h.around(&h.onAnnounce, func() []error { return h.fakeSpeaker.Announce(ctx, rules) })
 }
 
 func (h *hookSpeaker) Withdraw(ctx context.Context, ms []flowspec.Match) []error {
-	fn, after := h.take(&h.onWithdraw)
+	return h.around(&h.onWithdraw, func() []error { return h.fakeSpeaker.Withdraw(ctx, ms) })
+}
+
+// around makes the speaker call, running the hook armed in *hook (if
+// any) before or after it.
+func (h *hookSpeaker) around(hook *func(), call func() []error) []error {
+	fn, after := h.take(hook)
 	if fn != nil && !after {
 		h.run(fn)
 	}
-	errs := h.fakeSpeaker.Withdraw(ctx, ms)
+	errs := call()
 	if fn != nil && after {
 		h.run(fn)
 	}
@@ -111,21 +109,9 @@ var earlyRace = []string{
 // timeout, nor a backoff, nor the resync may be what brings the path back.
 // And the path's coming back is no drift repair.
 func TestRefusedEarlyWithdrawalIsAnnouncedAgainAtOnce(t *testing.T) {
-	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
-	st := newFakeStore()
-	sp := &hookSpeaker{fakeSpeaker: newFakeSpeaker()}
-	r := New(testLogger(t), st, sp, Config{Clock: fc})
-	startLoop(t, r)
-
 	const n = 200
+	fc, st, sp, r, ids, rules := newRaceRig(t, n)
 	rng := rand.New(rand.NewPCG(19, 1))
-	ids := make([]int64, n)
-	rules := make([]flowspec.Rule, n)
-	for i := range n {
-		rules[i] = testRule(t, i, discard())
-		ids[i] = st.add(rules[i], time.Time{})
-	}
-	eventually(t, 30*time.Second, "every rule announced", converged(st, sp.fakeSpeaker))
 
 	for i := range n {
 		m, at := rules[i].Match, earlyRace[i%len(earlyRace)]
@@ -193,20 +179,8 @@ func TestRefusedEarlyWithdrawalIsAnnouncedAgainAtOnce(t *testing.T) {
 // pass that withdraws the Match's retiring rule: the path is withdrawn at
 // once after Settle, and the retiring rule finishes.
 func TestFailedEarlyAnnouncementIsWithdrawnAtOnce(t *testing.T) {
-	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
-	st := newFakeStore()
-	sp := &hookSpeaker{fakeSpeaker: newFakeSpeaker()}
-	r := New(testLogger(t), st, sp, Config{Clock: fc})
-	startLoop(t, r)
-
 	const n = 100
-	ids := make([]int64, n)
-	rules := make([]flowspec.Rule, n)
-	for i := range n {
-		rules[i] = testRule(t, i, discard())
-		ids[i] = st.add(rules[i], time.Time{})
-	}
-	eventually(t, 30*time.Second, "every rule announced", converged(st, sp.fakeSpeaker))
+	fc, st, sp, r, ids, rules := newRaceRig(t, n)
 
 	for i := range n {
 		m := rules[i].Match
@@ -232,4 +206,23 @@ func TestFailedEarlyAnnouncementIsWithdrawnAtOnce(t *testing.T) {
 	if now := fc.Now(); !now.Equal(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)) {
 		t.Fatalf("the reconciler's clock moved to %v", now)
 	}
+}
+
+// newRaceRig runs a reconciler on a clock that never moves, over n rules
+// it has announced.
+func newRaceRig(t *testing.T, n int) (*clock.Fake, *fakeStore, *hookSpeaker, *Reconciler, []int64, []flowspec.Rule) {
+	t.Helper()
+	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	st := newFakeStore()
+	sp := &hookSpeaker{fakeSpeaker: newFakeSpeaker()}
+	r := New(testLogger(t), st, sp, Config{Clock: fc})
+	startLoop(t, r)
+	ids := make([]int64, n)
+	rules := make([]flowspec.Rule, n)
+	for i := range n {
+		rules[i] = testRule(t, i, discard())
+		ids[i] = st.add(rules[i], time.Time{})
+	}
+	eventually(t, 30*time.Second, "every rule announced", converged(st, sp.fakeSpeaker))
+	return fc, st, sp, r, ids, rules
 }

@@ -712,15 +712,21 @@ func (ss *sqliteSession) stmt(ctx context.Context, q string) (*sql.Stmt, error) 
 	if ss.stmts == nil {
 		ss.stmts = make(map[string]*sql.Stmt)
 	}
-	for k, old := range ss.stmts {
-		if len(ss.stmts) < maxSessionStmts {
+	makeRoom(ss.stmts)
+	ss.stmts[q] = st
+	return st, nil
+}
+
+// makeRoom closes and drops statements of a session's cache until it has
+// room for one more (maxSessionStmts).
+func makeRoom[S interface{ Close() error }](stmts map[string]S) {
+	for k, old := range stmts {
+		if len(stmts) < maxSessionStmts {
 			break
 		}
 		old.Close()
-		delete(ss.stmts, k)
+		delete(stmts, k)
 	}
-	ss.stmts[q] = st
-	return st, nil
 }
 
 // driverRun runs f with q prepared on the session's driver connection
@@ -749,13 +755,7 @@ func (ss *sqliteSession) driverRun(ctx context.Context, q string, args []any, f 
 			if ss.driverStmts == nil {
 				ss.driverStmts = make(map[string]driver.Stmt)
 			}
-			for k, old := range ss.driverStmts {
-				if len(ss.driverStmts) < maxSessionStmts {
-					break
-				}
-				old.Close()
-				delete(ss.driverStmts, k)
-			}
+			makeRoom(ss.driverStmts)
 			ss.driverStmts[q] = st
 		}
 		nv := ss.nv[:0]
