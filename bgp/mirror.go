@@ -331,6 +331,13 @@ func (s *Speaker) onBestPaths(epoch uint64, paths []*apiutil.Path) {
 		s.mirror.mu.Unlock()
 		return
 	}
+	// Under the mirror's lock: Restart empties the set after reopen, so
+	// an older watch's paths never count against the new server (Leaked).
+	s.restarts.mu.Lock()
+	for _, u := range ups {
+		s.restarts.noteLocked(u.m)
+	}
+	s.restarts.mu.Unlock()
 	first := !s.mirror.ready
 	readyCh := s.mirror.readyCh
 	changed := first

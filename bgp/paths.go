@@ -197,7 +197,6 @@ func (s *Speaker) announcePath(r flowspec.Rule) (p *apiutil.Path, before, after 
 	if err != nil {
 		return nil, before, after, err
 	}
-	s.noteAnnounced(r.Match) // before: a timed-out call may still add it
 	return p, before, after, nil
 }
 
@@ -316,10 +315,6 @@ func (s *Speaker) withdrawOn(ctx context.Context, srv *server.BgpServer, ms []fl
 				}
 				tombs = append(tombs, &apiutil.Path{Family: gobgpFamily(m.Family()), Nlri: nlri, Attrs: attrs, Age: pathAge()})
 				tombIdx = append(tombIdx, i)
-				// Counted as leaked until a Restart drops it, also when
-				// the rule was not in the RIB (the mirror may lag, so a
-				// tombstone is added whatever it says).
-				s.noteAnnounced(m)
 				continue
 			}
 		}

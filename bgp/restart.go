@@ -26,7 +26,7 @@ type restartState struct {
 
 	mu       sync.Mutex
 	seed     maphash.Seed
-	distinct map[uint64]struct{} // hashes of the NLRIs announced since the last (re)start
+	distinct map[uint64]struct{} // hashes of the NLRIs of local paths the watch reported since the last (re)start
 }
 
 // Restart replaces the GoBGP server with a fresh one, which is what gives
@@ -146,11 +146,16 @@ func (s *Speaker) Restarts() uint64 { return s.restarts.restarts.Load() }
 func (s *Speaker) PeerReestablished() uint64 { return s.restarts.peerUps.Load() }
 
 // Leaked estimates the table destinations GoBGP v4.8.0 holds for NLRIs
-// that have no path any more: the distinct NLRIs announced since the last
-// (re)start minus the paths in the mirror. GoBGP has no counter for them
-// (GetTable counts destinations with paths only), so the speaker keeps a
-// set of 64-bit hashes of every NLRI it announced (about 40 B each against
-// GoBGP's ~0.84 KB per destination), emptied by Restart.
+// that have no path any more: the distinct NLRIs of local paths the
+// mirror's watch reported since the last (re)start (an add, a tombstone
+// or a withdrawal: each had a destination) minus the paths in the mirror;
+// a tombstone counts as leaked until a Restart drops it. GoBGP has no
+// counter for them (GetTable counts destinations with paths only), so the
+// speaker keeps a set of 64-bit hashes of those NLRIs (about 40 B each
+// against GoBGP's ~0.84 KB per destination), emptied by Restart. Both
+// terms come from the same watch, so a path on its way to the mirror
+// (a load, a churn) is not counted as leaked: the estimate needs no
+// settled mirror.
 func (s *Speaker) Leaked() int {
 	s.restarts.mu.Lock()
 	n := len(s.restarts.distinct)
@@ -158,18 +163,16 @@ func (s *Speaker) Leaked() int {
 	return max(n-s.Len(), 0)
 }
 
-// noteAnnounced records m in the distinct-NLRI set.
-func (s *Speaker) noteAnnounced(m flowspec.Match) {
-	s.restarts.mu.Lock()
-	defer s.restarts.mu.Unlock()
-	if s.restarts.distinct == nil {
-		if s.restarts.seed == (maphash.Seed{}) {
-			s.restarts.seed = maphash.MakeSeed()
+// noteLocked records m in the distinct-NLRI set (Leaked); r.mu is held.
+func (r *restartState) noteLocked(m flowspec.Match) {
+	if r.distinct == nil {
+		if r.seed == (maphash.Seed{}) {
+			r.seed = maphash.MakeSeed()
 		}
-		s.restarts.distinct = make(map[uint64]struct{})
+		r.distinct = make(map[uint64]struct{})
 	}
-	k := maphash.String(s.restarts.seed, string(m.ComponentBytes())) ^ uint64(m.Family())
-	s.restarts.distinct[k] = struct{}{}
+	k := maphash.String(r.seed, string(m.ComponentBytes())) ^ uint64(m.Family())
+	r.distinct[k] = struct{}{}
 }
 
 // checkGRPCListen refuses an unusable gRPC address before GoBGP gets it:
@@ -207,26 +210,36 @@ func (s *Speaker) Compactor(ctx context.Context, threshold int, every time.Durat
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	// Leaked counts a path announced but not yet seen by the mirror (the
-	// watch lags the RIB) as leaked, so while rules stream in it runs
-	// ahead; and a Restart replays what the mirror holds. So compact only
-	// once the mirror has not changed for a whole tick (settled).
-	var lastGen uint64
-	settledOver := false
+	s.compact(ctx, threshold, t.C)
+}
+
+// compact is Compactor's loop, looking at Leaked at each tick.
+func (s *Speaker) compact(ctx context.Context, threshold int, ticks <-chan time.Time) {
+	// Over the threshold on two ticks in a row. It used to wait for a
+	// mirror that had not changed for a whole tick too, because Leaked
+	// counted rules still on their way to the mirror: under a sustained
+	// churn (BenchmarkChurn: 10,000 rules a second through a live set of
+	// 10,000) the mirror never settled, nothing was compacted, and the
+	// leak grew with every rule churned (peak RSS +19.5 % from the first
+	// half of a million rules to the second). Leaked no longer counts
+	// paths in flight, and Restart replays GoBGP's own RIB with Announce
+	// and Withdraw held out, so a compaction in the middle of changes
+	// loses none of them.
+	wasOver := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 		}
-		leaked, gen := s.Leaked(), s.Generation()
+		leaked := s.Leaked()
 		over := leaked >= threshold
-		ready := over && settledOver && gen == lastGen
-		settledOver, lastGen = over, gen
+		ready := over && wasOver
+		wasOver = over
 		if !ready {
 			continue
 		}
-		settledOver = false
+		wasOver = false
 		s.log.Warn("compacting GoBGP's RIB: restarting the speaker", "leaked_destinations", leaked, "paths", s.Len())
 		if err := s.Restart(ctx); err != nil {
 			s.log.Error("compaction restart failed", "error", err)
