@@ -432,7 +432,9 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		return nil
 	})
 	goRun("heap floor", func(ctx context.Context) error {
-		keepHeapFloor(ctx, lightDone, heapFloor, 100*time.Millisecond)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		keepHeapFloor(ctx, lightDone, heapFloor, t.C)
 		return nil
 	})
 	if cfg.BGP.CompactAfter > 0 {

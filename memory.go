@@ -188,9 +188,9 @@ func floorPercent(live, floor uint64, def int) int {
 }
 
 // keepHeapFloor waits for after to be closed, then sets GOGC from the
-// live heap (floorPercent) after every collection cycle, looking every
+// live heap (floorPercent) after every collection cycle, looking at each
 // tick, until ctx ends; then it restores the setting it found.
-func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tick time.Duration) {
+func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, ticks <-chan time.Time) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -209,8 +209,6 @@ func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tic
 	def := int(s[0].Value.Uint64())
 	defer debug.SetGCPercent(def)
 	cur, seen := def, ^uint64(0)
-	t := time.NewTicker(tick)
-	defer t.Stop()
 	for {
 		if cycles := s[2].Value.Uint64(); cycles != seen {
 			seen = cycles
@@ -222,7 +220,7 @@ func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tic
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-ticks:
 			metrics.Read(s)
 		}
 	}

@@ -246,31 +246,31 @@ func TestKeepHeapFloor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	after := make(chan struct{})
 	done := make(chan struct{})
-	go func() { keepHeapFloor(ctx, after, floor, time.Millisecond); close(done) }()
+	ticks := make(chan time.Time) // unbuffered: a send returns once the last tick's look is done
+	go func() { keepHeapFloor(ctx, after, floor, ticks); close(done) }()
 	runtime.GC()
 	if got := gcPercent(); got != before {
 		t.Errorf("GC percent %d before the light collector was done, want %d", got, before)
 	}
 	close(after)
-	// until reports whether cond held within 30 s, with a cycle each try.
-	until := func(cond func() bool) bool {
-		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			runtime.GC()
-			if cond() {
-				return true
-			}
-		}
-		return false
+	// cycle runs a collection and lets the floor look at it: the second
+	// tick is taken only once the first one's look (and setting) is done.
+	cycle := func() {
+		runtime.GC()
+		ticks <- time.Time{}
+		ticks <- time.Time{}
 	}
-	if !until(func() bool { return gcPercent() > before }) {
-		t.Fatalf("GC percent still %d 30 s after cycles with %d B live, far below the %d B floor", gcPercent(), readMetric("/gc/heap/live:bytes"), floor)
+	cycle()
+	if gcPercent() <= before {
+		t.Fatalf("GC percent still %d after a cycle with %d B live, far below the %d B floor", gcPercent(), readMetric("/gc/heap/live:bytes"), floor)
 	}
 	// A live heap of three quarters of the floor: the default reaches it.
 	table := make([][]byte, 0, 3*floor/4/(64<<10))
 	for range cap(table) {
 		table = append(table, make([]byte, 64<<10))
 	}
-	if !until(func() bool { return gcPercent() == before }) {
+	cycle()
+	if gcPercent() != before {
 		t.Errorf("GC percent %d with %d B live, want the default %d past half the floor", gcPercent(), readMetric("/gc/heap/live:bytes"), before)
 	}
 	runtime.KeepAlive(table)
