@@ -533,37 +533,47 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	errs := make([]error, len(todo))
 	done := make([]bool, len(todo))
 	batches := (len(todo) + announceBatch - 1) / announceBatch
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(announceParallel, batches) {
-		wg.Go(func() {
-			for {
-				b := int(next.Add(1) - 1)
-				if b >= batches || ctx.Err() != nil {
-					return
-				}
-				lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
-				rules := make([]flowspec.Rule, hi-lo)
-				for i := range rules {
-					rules[i] = todo[lo+i].Rule()
-				}
-				copy(errs[lo:hi], r.s.Announce(ctx, rules))
-				for i := lo; i < hi; i++ {
-					done[i] = true
-				}
-			}
-		})
-	}
+	wait := startEach(batches, announceParallel, func() bool { return ctx.Err() != nil }, func(b int) {
+		lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
+		rules := make([]flowspec.Rule, hi-lo)
+		for i := range rules {
+			rules[i] = todo[lo+i].Rule()
+		}
+		copy(errs[lo:hi], r.s.Announce(ctx, rules))
+		for i := lo; i < hi; i++ {
+			done[i] = true
+		}
+	})
 	if len(todo) >= readAheadMin {
 		r.src.prefetch(ctx, r.d)
 	}
-	wg.Wait()
+	wait()
 	for i, it := range todo {
 		if !done[i] {
 			continue // interrupted: the caller reports it
 		}
 		r.announced(it, kind, errs[i], now, res, st)
 	}
+}
+
+// startEach calls fn with each of 0..n-1 on up to workers goroutines,
+// each taking the next index until none is left or stop reports true, and
+// returns a function that waits for them: the caller works meanwhile.
+func startEach(n, workers int, stop func() bool, fn func(i int)) (wait func()) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || stop() {
+					return
+				}
+				fn(i)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // announced does the bookkeeping of one Announce call that returned err.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -86,25 +84,17 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func(
 	// runs the next while the last one's commit syncs); the loop reads
 	// ahead meanwhile when there is enough to wait for. What the copy
 	// holds changes on the loop, in order, once they returned.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(statusParallel, len(chunks)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(chunks) {
-					return
-				}
-				ch := &chunks[i]
-				ch.err = d.SetStatus(ctx, ch.ids, ch.st.announced, ch.st.lastErr)
-				ch.at = now()
-			}
-		})
-	}
+	// Every chunk runs (none is skipped): a chunk not run would read as
+	// written.
+	wait := startEach(len(chunks), statusParallel, func() bool { return false }, func(i int) {
+		ch := &chunks[i]
+		ch.err = d.SetStatus(ctx, ch.ids, ch.st.announced, ch.st.lastErr)
+		ch.at = now()
+	})
 	if total >= readAheadMin {
 		c.prefetch(ctx, d)
 	}
-	wg.Wait()
+	wait()
 	for _, ch := range chunks {
 		if ch.err != nil {
 			if err == nil {
