@@ -2,6 +2,8 @@ package bgp
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -33,6 +35,35 @@ func TestLeakedCountsNoPathInFlight(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "ten leaked destinations", func() bool { return s.Leaked() == 10 })
+}
+
+// TestLeakedCountsRoutes: RTBH routes are told apart by their prefix.
+// The set keyed each NLRI by its FlowSpec components, which a route has
+// none of: every route of a family was one entry, and a churn of
+// blackholes never counted as a leak.
+func TestLeakedCountsRoutes(t *testing.T) {
+	s := startSpeaker(t, Config{RouteNextHop4: netip.MustParseAddr("192.0.2.1")})
+	ctx := context.Background()
+	route := func(i int) flowspec.Rule {
+		r, err := flowspec.Parse(fmt.Sprintf("route 198.51.100.%d/32 then blackhole", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	const n = 10
+	for i := range n {
+		if err := announceOne(s, ctx, route(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "mirror with every route", func() bool { return s.Len() == n })
+	for i := range 3 {
+		if err := withdrawOne(s, ctx, route(i).Match); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "three leaked destinations", func() bool { return s.Leaked() == 3 })
 }
 
 // TestCompactorUnderChurn: the compactor restarts the speaker although

@@ -171,7 +171,7 @@ func (r *restartState) noteLocked(m flowspec.Match) {
 		}
 		r.distinct = make(map[uint64]struct{})
 	}
-	k := maphash.String(r.seed, string(m.ComponentBytes())) ^ uint64(m.Family())
+	k := maphash.Comparable(r.seed, m) // the family and every byte; no copy
 	r.distinct[k] = struct{}{}
 }
 
