@@ -64,11 +64,13 @@ func BenchmarkBulk(b *testing.B) {
 			var bird *birdtest.Router
 			d, bird, wc = startBenchPairCounted(b, true)
 			rss0, _, _ := settledRSS(b, d.pid(), nil)
+			r0 := wc.Reach()
 			b.StartTimer()
 			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			addRules(b, d.client, 0, n, apiBatch, "")
 			write := time.Since(t0)
+			wc.waitReach(b, r0+int64(n), 10*time.Minute)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
 			cpu, birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
@@ -85,10 +87,12 @@ func BenchmarkBulk(b *testing.B) {
 			raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
 			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
 			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
+			r0 := wc.Reach()
 			b.StartTimer()
 			cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
+			wc.waitReach(b, r0+int64(n), 10*time.Minute)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
 			cpu, birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0

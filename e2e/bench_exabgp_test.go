@@ -81,12 +81,20 @@ func exabgpSend(b testing.TB, s *exabgptest.Speaker, verb string, from, to int) 
 
 // exabgpPushToBIRD announces rules [0, n) through ExaBGP's API and returns
 // how long it took until BIRD held all n (from the first command written),
-// and the time spent writing the commands.
-func exabgpPushToBIRD(b testing.TB, s *exabgptest.Speaker, bird *birdtest.Router, n int) (el, write time.Duration) {
+// and the time spent writing the commands. With a wire counter (wc not
+// nil), BIRD is asked only once n routes crossed it.
+func exabgpPushToBIRD(b testing.TB, s *exabgptest.Speaker, bird *birdtest.Router, wc *wireCounter, n int) (el, write time.Duration) {
 	b.Helper()
+	var r0 int64
+	if wc != nil {
+		r0 = wc.Reach()
+	}
 	t0 := time.Now()
 	exabgpSend(b, s, "announce", 0, n)
 	write = time.Since(t0)
+	if wc != nil {
+		wc.waitReach(b, r0+int64(n), 10*time.Minute)
+	}
 	return waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0), write
 }
 
@@ -99,7 +107,7 @@ func benchBulkExaBGP(b *testing.B, n int) {
 		s, bird, wc := startExaBGPSenderCounted(b, true)
 		rss0, _, _ := settledRSS(b, s.Pid(), nil)
 		b.StartTimer()
-		el, write := exabgpPushToBIRD(b, s, bird, n)
+		el, write := exabgpPushToBIRD(b, s, bird, wc, n)
 		b.StopTimer()
 		cur, early, peak := settledRSS(b, s.Pid(), nil)
 		b.ReportMetric(float64(wc.Updates()), "updates")
@@ -180,7 +188,7 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 func TestExaBGPSenderToBIRD(t *testing.T) {
 	const n = 300
 	s, bird := startExaBGPSender(t)
-	el, _ := exabgpPushToBIRD(t, s, bird, n)
+	el, _ := exabgpPushToBIRD(t, s, bird, nil, n)
 	t.Logf("ExaBGP %s → BIRD: %d rules in %v", exabgptest.Version(t), n, el.Round(time.Millisecond))
 	routes := bird.WaitRoutes(t, "ft4", 30*time.Second, "all rules", func(m map[string]birdtest.Route) bool { return len(m) == n })
 	for i := range n {

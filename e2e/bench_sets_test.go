@@ -69,9 +69,11 @@ func BenchmarkSets(b *testing.B) {
 		first, second := setFeed(n, 0), setFeed(n, changed)
 
 		var fence func(phase string) int64
-		apply := func(phase string, body []byte, done func() bool) (api, total time.Duration, updates int64, bu, bw int) {
+		// reach is how many routes the phase announces at least: BIRD is
+		// asked only once that many crossed the wire (waitReach).
+		apply := func(phase string, body []byte, reach int, done func() bool) (api, total time.Duration, updates int64, bu, bw int) {
 			b.Helper()
-			u0 := wc.Updates()
+			u0, r0 := wc.Updates(), wc.Reach()
 			bu0, bw0, err := bird.ImportStats(0, "ipv4")
 			if err != nil {
 				b.Fatal(err)
@@ -84,6 +86,7 @@ func BenchmarkSets(b *testing.B) {
 				b.Fatalf("%s: PUT /v1/sets/feed: %v", phase, err)
 			}
 			api = time.Since(t0)
+			wc.waitReach(b, r0+int64(reach), 30*time.Minute)
 			waitFor(b, 30*time.Minute, phase+": BIRD holds the set", done)
 			total = time.Since(t0)
 			bu1, bw1, _ := bird.ImportStats(0, "ipv4")
@@ -140,11 +143,11 @@ func BenchmarkSets(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		api1, total1, up1, bu1, _ := apply("first apply", first, has(n, ""))
+		api1, total1, up1, bu1, _ := apply("first apply", first, n, has(n, ""))
 		// The replaced lines' routes are gone once the last of them is.
 		lastGone := strings.Fields(setRoute(changed - 1))[1]
-		api2, total2, up2, bu2, bw2 := apply("1 % changed", second, has(n, lastGone))
-		api3, _, up3, _, _ := apply("unchanged", second, has(n, lastGone))
+		api2, total2, up2, bu2, bw2 := apply("1 % changed", second, changed, has(n, lastGone))
+		api3, _, up3, _, _ := apply("unchanged", second, 0, has(n, lastGone))
 		b.StopTimer()
 		settled, _, peak := settledRSS(b, d.pid(), nil)
 		b.ReportMetric(float64(n), "rules")
