@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,10 +22,6 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		// The statuses are read a chunk of rules at a time, and only the
 		// changes written: a reconciler reports a million rules after a
 		// bulk load, and one read per rule cost as much as its insert.
-		type was struct {
-			announced bool
-			lastErr   string
-		}
 		// A report sets one status for many rules: its history fields
 		// are encoded once, and the few statuses they had before once
 		// each.
@@ -43,28 +41,11 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 			for _, id := range chunk {
 				args = append(args, id)
 			}
-			rs, err := t.query(ctx, `SELECT r.id, COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')
-				FROM rules r`+statusJoin+`
-				WHERE r.id IN (`+strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",")+`)`, args...)
-			if err != nil {
-				return false, err
-			}
 			found := make(map[int64]was, len(chunk))
-			for rs.Next() {
-				var (
-					id     int64
-					w      was
-					wasErr dbText
-				)
-				if err := rs.Scan(&id, &w.announced, &wasErr); err != nil {
-					rs.Close()
-					return false, err
-				}
-				w.lastErr = wasErr.s
-				found[id] = w
-			}
-			rs.Close()
-			if err := rs.Err(); err != nil {
+			q := `SELECT r.id, COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')
+				FROM rules r` + statusJoin + `
+				WHERE r.id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + `)`
+			if err := eachStatus(ctx, t, q, args, func(id int64, w was) { found[id] = w }); err != nil {
 				return false, err
 			}
 			// In the order asked, once per rule (unknown ids skipped).
@@ -86,7 +67,7 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 			// much as the rule's insert.
 			for off := 0; off < len(rows); {
 				n := chunkSize((len(rows)-off)/statusCols, statusChunk)
-				if _, err := t.exec(context.WithoutCancel(ctx), setStatusSQL(n), rows[off:off+n*statusCols]...); err != nil {
+				if err := execRows(context.WithoutCancel(ctx), t, setStatusSQL(n), rows[off:off+n*statusCols]); err != nil {
 					return false, err
 				}
 				off += n * statusCols
@@ -96,6 +77,67 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		}
 		return false, nil
 	})
+}
+
+// was is a rule's status as SetStatus found it.
+type was struct {
+	announced bool
+	lastErr   string
+}
+
+// eachStatus calls fn with each row of q, a read of (id, announced,
+// last_error). On SQLite the rows come from the driver as they are
+// (sqliteTx.queryEach): database/sql's conversion of each value was a
+// third of the read.
+func eachStatus(ctx context.Context, t *wtx, q string, args []any, fn func(id int64, w was)) error {
+	if lt, ok := t.tx.(*sqliteTx); ok {
+		return lt.queryEach(ctx, q, args, 3, func(v []driver.Value) error {
+			id, ok1 := v[0].(int64)
+			ann, ok2 := v[1].(int64)
+			var le string
+			switch x := v[2].(type) {
+			case string:
+				le = x
+			case []byte:
+				le = string(x)
+			default:
+				ok2 = false
+			}
+			if !ok1 || !ok2 {
+				return fmt.Errorf("read rule status: unexpected row %v: the database schema is not the one this version expects; restore it from a backup or start from a fresh database file", v)
+			}
+			fn(id, was{announced: ann != 0, lastErr: le})
+			return nil
+		})
+	}
+	rs, err := t.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var (
+			id     int64
+			w      was
+			wasErr dbText
+		)
+		if err := rs.Scan(&id, &w.announced, &wasErr); err != nil {
+			return err
+		}
+		w.lastErr = wasErr.s
+		fn(id, w)
+	}
+	return rs.Err()
+}
+
+// execRows runs q, a statement of many rows that returns none: on SQLite
+// on the driver's connection (sqliteTx.execMany).
+func execRows(ctx context.Context, t *wtx, q string, args []any) error {
+	if lt, ok := t.tx.(*sqliteTx); ok {
+		return lt.execMany(ctx, q, args)
+	}
+	_, err := t.exec(ctx, q, args...)
+	return err
 }
 
 // statusCols is the parameters of one row of setStatusSQL; statusChunk
