@@ -382,13 +382,26 @@ func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int
 }
 
 // insertRules runs insertRuleSQL for each argument list as statements of
-// many rows (chunkSize, insertRulesRows at most), each returning the id
-// and Match of the rows it inserted: one statement per rule cost as much
-// in the driver as the insert did in SQLite. A row whose Match is active
-// inserts nothing, as in insertRuleSQL.
+// many rows (chunkSize, insertRulesRows at most): one statement per rule
+// cost as much in the driver as the insert did in SQLite. A row whose
+// Match is active inserts nothing, as in insertRuleSQL.
+//
+// The statements return nothing: RETURNING made SQLite keep each row's
+// result in a table of its own before handing it back, a sixth of the
+// insert's cost. The ids come from the rules' AUTOINCREMENT sequence
+// instead: every id SQLite hands out is above the sequence's value
+// before the statement and at most its value after it, so when a
+// statement of n rows inserted all n and moved the sequence by n, its
+// rows got those n ids in the order they were listed. Otherwise (a row
+// skipped as already active) the rows above the old value are read back
+// and matched to the arguments by their Match.
 func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, error) {
 	ids, ok := make([]int64, len(args)), make([]bool, len(args))
 	rowCtx := context.WithoutCancel(ctx) // as in insertIDs
+	seq, err := t.ruleSeq(rowCtx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the rules' id sequence: %w", err)
+	}
 	flat := make([]any, 0, insertRuleCols*min(len(args), insertRulesRows))
 	for lo := 0; lo < len(args); {
 		if err := ctx.Err(); err != nil {
@@ -403,7 +416,7 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 			}
 			flat = append(flat, a...)
 		}
-		if err := t.insertRulesChunk(rowCtx, part, flat, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
+		if seq, err = t.insertRulesChunk(rowCtx, part, flat, seq, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
 			return nil, nil, err
 		}
 		lo += n
@@ -411,56 +424,78 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 	return ids, ok, nil
 }
 
-// insertRulesChunk inserts the rows part (flattened in flat) and sets the
-// id and ok of each row inserted. SQLite does not promise RETURNING's
-// order: each returned Match is found among part, in order first.
-func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, ids []int64, ok []bool) error {
-	next := 0
-	var byKey map[string]int
-	return t.queryEach(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat, 3, func(v []driver.Value) error {
+// ruleSeq is the rules' AUTOINCREMENT sequence: the highest id ever
+// handed out, 0 before the first.
+func (t *sqliteTx) ruleSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := t.queryEach(ctx, `SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'rules'`, nil, 1, func(v []driver.Value) error {
+		var ok bool
+		if seq, ok = v[0].(int64); !ok {
+			return fmt.Errorf("SQLite returned %T for the rules' id sequence: this is a bug", v[0])
+		}
+		return nil
+	})
+	return seq, err
+}
+
+// insertRulesChunk inserts the rows part (flattened in flat), seq being
+// the rules' id sequence before it (ruleSeq), sets the id and ok of each
+// row inserted and returns the sequence after it.
+func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, seq int64, ids []int64, ok []bool) (int64, error) {
+	if err := t.execMany(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat); err != nil {
+		return 0, err
+	}
+	var changes, last int64
+	err := t.queryEach(ctx, `SELECT changes(), last_insert_rowid()`, nil, 2, func(v []driver.Value) error {
+		var ok1, ok2 bool
+		changes, ok1 = v[0].(int64)
+		last, ok2 = v[1].(int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("SQLite returned %T, %T for changes(), last_insert_rowid(): this is a bug", v[0], v[1])
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if changes == int64(len(part)) && last-seq == changes {
+		for i := range part {
+			ids[i], ok[i] = seq+1+int64(i), true
+		}
+		return last, nil
+	}
+	// Some rows were skipped: read back the ones inserted, which are
+	// all the rows above seq (this transaction holds the write lock).
+	byKey := make(map[string]int, len(part))
+	for j := len(part) - 1; j >= 0; j-- { // the first of equal Matches wins: SQLite inserts in order
+		f, _ := part[j][0].(int64)
+		b, _ := part[j][1].([]byte)
+		byKey[matchKey(f, b)] = j
+	}
+	top := seq
+	err = t.queryEach(ctx, `SELECT id, family, nlri FROM rules WHERE id > ? ORDER BY id`, []any{seq}, 3, func(v []driver.Value) error {
 		id, ok1 := v[0].(int64)
 		family, ok2 := v[1].(int64)
 		nlri, ok3 := v[2].([]byte)
 		if !ok1 || !ok2 || !ok3 {
 			return fmt.Errorf("insert rules: SQLite returned %T, %T, %T for id, family, nlri: this is a bug", v[0], v[1], v[2])
 		}
-		i := -1
-		for ; next < len(part); next++ {
-			if !ok[next] && sameMatch(part[next], family, nlri) {
-				i = next
-				next++
-				break
-			}
-			if byKey != nil {
-				break
-			}
+		j, found := byKey[matchKey(family, nlri)]
+		if !found || ok[j] {
+			return fmt.Errorf("insert rules: rule %d is not one this insert sent (family %d): this is a bug", id, family)
 		}
-		if i < 0 {
-			if byKey == nil {
-				byKey = make(map[string]int, len(part))
-				for j, a := range part {
-					f, _ := a[0].(int64)
-					b, _ := a[1].([]byte)
-					byKey[matchKey(f, b)] = j
-				}
-			}
-			j, found := byKey[matchKey(family, nlri)]
-			if !found || ok[j] {
-				return fmt.Errorf("insert rules: SQLite returned a Match this insert did not send (family %d): this is a bug", family)
-			}
-			i = j
-		}
-		ids[i], ok[i] = id, true
+		ids[j], ok[j], top = id, true, id
 		return nil
 	})
-}
-
-// sameMatch reports whether the insert arguments a are of the Match
-// (family, nlri).
-func sameMatch(a []any, family int64, nlri []byte) bool {
-	f, _ := a[0].(int64)
-	b, _ := a[1].([]byte)
-	return f == family && string(b) == string(nlri)
+	if err != nil {
+		return 0, err
+	}
+	// The sequence moved past the last id inserted: ids of skipped rows
+	// are taken too.
+	if seq, err = t.ruleSeq(ctx); err != nil {
+		return 0, err
+	}
+	return max(seq, top), nil
 }
 
 // The multi-row form of insertRuleSQL (insertRules).
@@ -471,7 +506,7 @@ const (
 	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
 	VALUES `
 	insertRulesRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)`
-	insertRulesTail = ` ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING RETURNING id, family, nlri`
+	insertRulesTail = ` ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 )
 
 // insertCheck is how many rows insertIDs inserts between looks at its

@@ -108,9 +108,10 @@ func TestSQLiteLookupsUseTheirIndex(t *testing.T) {
 }
 
 // The multi-row insert of a batch's rules (sqliteTx.insertRules) gives
-// each row its own id and reports the rows whose Match was active as not
-// inserted, wherever they sit in a statement of many rows and whatever
-// order SQLite returns the inserted rows in.
+// each row its own id and reports the rows whose Match was active, or
+// listed earlier in the same statement, as not inserted, wherever they
+// sit in a statement of many rows; the statements without a skipped row
+// take their ids from the sequence.
 func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 	ctx := ctxT(t)
 	s := open(t, sqliteFresh(t), "a")
@@ -121,11 +122,18 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 100 // a chunk of insertRulesRows, then 32 and 4
+	const n = 100  // a chunk of insertRulesRows, then 32 and 4
+	const dup = 50 // the Match of row 10 again, in the same statement
+	match := func(i int) int {
+		if i == dup {
+			return 10
+		}
+		return i
+	}
 	now := s.now()
 	args := make([][]any, n)
 	for i := range args {
-		e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "t"}, i, now)
+		e, err := encode(Input{Rule: rule(t, match(i), "discard"), Actor: "t"}, i, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +151,7 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 	}
 	seen := map[int64]bool{}
 	for i := range n {
-		if active := i == 2 || i == 69; ok[i] == active {
+		if active := i == 2 || i == 69 || i == dup; ok[i] == active {
 			t.Fatalf("row %d: inserted %v, want %v", i, ok[i], !active)
 		}
 		if !ok[i] {
@@ -157,7 +165,7 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := rule(t, i, "discard"); r.Rule.Match != want.Match {
+		if want := rule(t, match(i), "discard"); r.Rule.Match != want.Match {
 			t.Fatalf("row %d got id %d, which holds %s, not %s", i, ids[i], r.Rule, want)
 		}
 	}
