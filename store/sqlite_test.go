@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -168,6 +170,69 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		if want := rule(t, match(i), "discard"); r.Rule.Match != want.Match {
 			t.Fatalf("row %d got id %d, which holds %s, not %s", i, ids[i], r.Rule, want)
 		}
+	}
+}
+
+// A range of created entries (createdRange) is written in its place
+// among the transaction's other entries, one entry a rule, in id order,
+// each with its rule's creation time and actor, as created writes them.
+func TestSQLiteCreatedRangeInOrder(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, sqliteFresh(t), "a")
+	old, _, err := s.Upsert(ctx, Input{Rule: rule(t, 0, "discard"), Actor: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	now := s.now()
+	args := make([][]any, n)
+	for i := range args {
+		e, err := encode(Input{Rule: rule(t, i+1, "discard"), Actor: fmt.Sprintf("actor%d", i)}, i, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i] = s.insertArgs(&e, now)
+	}
+	var ids []int64
+	err = s.write(ctx, "test range", n, func(ctx context.Context, w *wtx) (bool, error) {
+		w.event(old.ID, now, EventWithdrawRequested, "before", "", nil, nil)
+		var err error
+		if ids, _, err = w.tx.(*sqliteTx).insertRules(ctx, args); err != nil {
+			return false, err
+		}
+		w.createdRange(ids[0], ids[n-1])
+		w.event(old.ID, now, EventUpdated, "after", "", nil, nil)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.eng.reader().query(ctx, `SELECT rule_id, at, kind, actor FROM rule_events WHERE rule_id <> ? OR actor <> 'first' ORDER BY id`, old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	type entry struct {
+		rule  int64
+		at    int64
+		kind  string
+		actor string
+	}
+	var got []entry
+	for rs.Next() {
+		var e entry
+		if err := rs.Scan(&e.rule, &e.at, &e.kind, &e.actor); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	want := []entry{{old.ID, now.UnixMicro(), string(EventWithdrawRequested), "before"}}
+	for i, id := range ids {
+		want = append(want, entry{id, now.UnixMicro(), string(EventCreated), fmt.Sprintf("actor%d", i)})
+	}
+	want = append(want, entry{old.ID, now.UnixMicro(), string(EventUpdated), "after"})
+	if !slices.Equal(got, want) {
+		t.Fatalf("history entries\n got %v\nwant %v", got, want)
 	}
 }
 
