@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -611,10 +612,29 @@ func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[strin
 		byFamily[es[i].family] = append(byFamily[es[i].family], es[i].nlri)
 	}
 	out := make(map[string]bool, len(es))
+	lt, lite := t.tx.(*sqliteTx)
+	var args []any
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			rs, err := t.query(ctx, s.matchLookup("nlri", "", len(chunk)), append([]any{fam}, chunk...)...)
+			args = append(append(args[:0], fam), chunk...)
+			if lite {
+				// On the driver's connection, without database/sql's
+				// conversion of each argument (queryEach).
+				err := lt.queryEach(ctx, s.matchLookup("nlri", "", len(chunk)), args, 1, func(v []driver.Value) error {
+					nlri, ok := v[0].([]byte)
+					if !ok {
+						return fmt.Errorf("SQLite returned %T for an nlri: this is a bug", v[0])
+					}
+					out[matchKey(fam, nlri)] = true
+					return nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			rs, err := t.query(ctx, s.matchLookup("nlri", "", len(chunk)), args...)
 			if err != nil {
 				return nil, err
 			}
