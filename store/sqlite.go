@@ -409,19 +409,102 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 		}
 		n := chunkSize(len(args)-lo, insertRulesRows)
 		part := args[lo : lo+n]
-		flat = flat[:0]
 		for _, a := range part {
 			if len(a) != insertRuleCols {
 				return nil, nil, fmt.Errorf("insert rules: %d arguments for %d columns: this is a bug", len(a), insertRuleCols)
 			}
-			flat = append(flat, a...)
 		}
-		if seq, err = t.insertRulesChunk(rowCtx, part, flat, seq, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
+		q, flat := t.insertRulesStmt(part, flat[:0])
+		if seq, err = t.insertRulesChunk(rowCtx, q, part, flat, seq, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
 			return nil, nil, err
 		}
 		lo += n
 	}
 	return ids, ok, nil
+}
+
+// insertRulesStmt returns the statement that inserts the rows part and
+// its arguments, appended to flat. The rows of a batch mostly share
+// their reason, actor, sites, times, origin and set: when all of part's
+// do, the statement names those once (insertRulesShared), and each row
+// sends only its own five values instead of thirteen, each of which
+// costs its copy and bind.
+func (t *sqliteTx) insertRulesStmt(part [][]any, flat []any) (string, []any) {
+	shared := true
+	for _, a := range part[1:] {
+		for _, c := range insertRulesSharedCols {
+			if !sameArg(a[c], part[0][c]) {
+				shared = false
+				break
+			}
+		}
+		if !shared {
+			break
+		}
+	}
+	if !shared {
+		for _, a := range part {
+			flat = append(flat, a...)
+		}
+		return multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat
+	}
+	for _, c := range insertRulesSharedCols {
+		flat = append(flat, part[0][c])
+	}
+	for _, a := range part {
+		for _, c := range insertRulesOwnCols {
+			flat = append(flat, a[c])
+		}
+	}
+	return insertRulesShared(len(part)), flat
+}
+
+// sameArg reports whether two arguments of insertRulesSharedCols are
+// equal (strings, integers or NULL; anything else is taken as not).
+func sameArg(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	}
+	return false
+}
+
+// The columns (indexes into a row's arguments) insertRulesShared names
+// once, in the order of its first parameters, and those of each row.
+var (
+	insertRulesSharedCols = [...]int{4, 5, 6, 7, 8, 9, 10, 12} // reason, actor, sites, created_at, updated_at, expires_at, origin, set_name
+	insertRulesOwnCols    = [...]int{0, 1, 2, 3, 11}           // family, nlri, communities, text, destination
+)
+
+// insertRulesShared is the statement of n rows that share the values of
+// insertRulesSharedCols: ?1 to ?8 are those, and each row's own five
+// follow.
+func insertRulesShared(n int) string {
+	key := multiRowKey{insertRulesHead, "shared", n, insertRulesTail}
+	if q, ok := multiRowTexts.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString(insertRulesHead)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		p := len(insertRulesSharedCols) + 1 + i*len(insertRulesOwnCols)
+		// (family, nlri, communities, text, reason, actor, sites,
+		// created_at, updated_at, expires_at, origin, destination,
+		// set_name, state, withdraw_requested)
+		fmt.Fprintf(&b, "(?%d, ?%d, ?%d, ?%d, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?%d, ?8, 'active', FALSE)", p, p+1, p+2, p+3, p+4)
+	}
+	b.WriteString(insertRulesTail)
+	q, _ := multiRowTexts.LoadOrStore(key, b.String())
+	return q.(string)
 }
 
 // ruleSeq is the rules' AUTOINCREMENT sequence: the highest id ever
@@ -441,8 +524,8 @@ func (t *sqliteTx) ruleSeq(ctx context.Context) (int64, error) {
 // insertRulesChunk inserts the rows part (flattened in flat), seq being
 // the rules' id sequence before it (ruleSeq), sets the id and ok of each
 // row inserted and returns the sequence after it.
-func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, seq int64, ids []int64, ok []bool) (int64, error) {
-	if err := t.execMany(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat); err != nil {
+func (t *sqliteTx) insertRulesChunk(ctx context.Context, q string, part [][]any, flat []any, seq int64, ids []int64, ok []bool) (int64, error) {
+	if err := t.execMany(ctx, q, flat); err != nil {
 		return 0, err
 	}
 	var changes, last int64

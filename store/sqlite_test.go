@@ -113,7 +113,9 @@ func TestSQLiteLookupsUseTheirIndex(t *testing.T) {
 // each row its own id and reports the rows whose Match was active, or
 // listed earlier in the same statement, as not inserted, wherever they
 // sit in a statement of many rows; the statements without a skipped row
-// take their ids from the sequence.
+// take their ids from the sequence. Each row holds its own values,
+// whether its statement names the values its rows share once (the first
+// and last chunks) or not (the second: a reason of its own for each row).
 func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 	ctx := ctxT(t)
 	s := open(t, sqliteFresh(t), "a")
@@ -132,10 +134,22 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		}
 		return i
 	}
+	reason := func(i int) string {
+		if i >= insertRulesRows && i < insertRulesRows+32 {
+			return fmt.Sprintf("reason %d", i)
+		}
+		return "shared"
+	}
+	action := func(i int) string {
+		if i%2 == 0 {
+			return "discard"
+		}
+		return "rate-limit 1000"
+	}
 	now := s.now()
 	args := make([][]any, n)
 	for i := range args {
-		e, err := encode(Input{Rule: rule(t, match(i), "discard"), Actor: "t"}, i, now)
+		e, err := encode(Input{Rule: rule(t, match(i), action(match(i))), Actor: "t", Reason: reason(i)}, i, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,8 +181,17 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := rule(t, match(i), "discard"); r.Rule.Match != want.Match {
-			t.Fatalf("row %d got id %d, which holds %s, not %s", i, ids[i], r.Rule, want)
+		want := rule(t, match(i), action(match(i)))
+		if r.Rule != want || r.Text != want.String() || r.Reason != reason(i) || r.Actor != "t" || !r.CreatedAt.Equal(now) {
+			t.Fatalf("row %d got id %d, which holds %s (%q, reason %q, actor %q, created %s), not %s (reason %q, actor t, created %s)",
+				i, ids[i], r.Rule, r.Text, r.Reason, r.Actor, r.CreatedAt, want, reason(i), now)
+		}
+		var dest string
+		if err := s.eng.reader().queryRow(ctx, `SELECT destination FROM rules WHERE id = ?`, ids[i]).Scan(&dest); err != nil {
+			t.Fatal(err)
+		}
+		if want := destinationKey(want.Match); dest != want {
+			t.Fatalf("row %d: destination %q, want %q", i, dest, want)
 		}
 	}
 }
