@@ -135,12 +135,28 @@ type pendingEvent struct {
 	kind         EventKind
 	actor, site  string
 	oldJS, newJS any
+	// through, when set, makes the entry stand for the created entries
+	// (created) of every rule with an id from ruleID to through, each
+	// at its created_at and by its actor (createdRange).
+	through int64
 }
 
 // event records one history entry, written with the transaction.
 func (w *wtx) event(id int64, at time.Time, kind EventKind, actor, site string, old, new map[string]string) {
 	w.eventJSON(id, at, kind, actor, site, encodeFields(old), encodeFields(new))
 }
+
+// createdRange records the created entries (created) of the rules with
+// ids from lo to hi, all of them inserted by this transaction, which
+// holds the write lock (SQLite): one statement copies them from the
+// rules' rows at the flush instead of sending each entry's fields.
+func (w *wtx) createdRange(lo, hi int64) {
+	w.events = append(w.events, pendingEvent{ruleID: lo, through: hi, kind: EventCreated})
+}
+
+// insertCreatedSQL writes createdRange's entries, in id order.
+const insertCreatedSQL = `INSERT INTO rule_events (rule_id, at, kind, actor, site, old_values, new_values)
+	SELECT id, created_at, '` + string(EventCreated) + `', actor, '', NULL, NULL FROM rules WHERE id BETWEEN ? AND ? ORDER BY id`
 
 // eventJSON is event with the fields already encoded (encodeFields), for
 // a writer that records the same change for many rules (SetStatus).
@@ -173,9 +189,23 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		kind, actor, site boxedString
 	)
 	for len(evs) > 0 {
+		if e := evs[0]; e.through != 0 {
+			lt, ok := w.tx.(*sqliteTx)
+			if !ok {
+				return fmt.Errorf("record history: a range of created entries on %T: this is a bug", w.tx)
+			}
+			if err := lt.execMany(ctx, insertCreatedSQL, []any{e.ruleID, e.through}); err != nil {
+				return fmt.Errorf("record history: %w", err)
+			}
+			evs = evs[1:]
+			continue
+		}
 		// Whole chunks, then the rest in chunks of a power of two: a
 		// handful of statement texts, each prepared once per transaction.
 		n := chunkSize(len(evs), eventChunk)
+		if r := slices.IndexFunc(evs[:n], func(e pendingEvent) bool { return e.through != 0 }); r >= 0 {
+			n = chunkSize(r, eventChunk) // the entries before the range first
+		}
 		args = args[:0]
 		for _, e := range evs[:n] {
 			args = append(args, e.ruleID, at.get(s.eng, e.at), kind.get(string(e.kind)), actor.get(e.actor), site.get(e.site), e.oldJS, e.newJS)

@@ -382,13 +382,26 @@ func (t *sqliteTx) insertIDs(ctx context.Context, q string, args [][]any) ([]int
 }
 
 // insertRules runs insertRuleSQL for each argument list as statements of
-// many rows (chunkSize, insertRulesRows at most), each returning the id
-// and Match of the rows it inserted: one statement per rule cost as much
-// in the driver as the insert did in SQLite. A row whose Match is active
-// inserts nothing, as in insertRuleSQL.
+// many rows (chunkSize, insertRulesRows at most): one statement per rule
+// cost as much in the driver as the insert did in SQLite. A row whose
+// Match is active inserts nothing, as in insertRuleSQL.
+//
+// The statements return nothing: RETURNING made SQLite keep each row's
+// result in a table of its own before handing it back, a sixth of the
+// insert's cost. The ids come from the rules' AUTOINCREMENT sequence
+// instead: every id SQLite hands out is above the sequence's value
+// before the statement and at most its value after it, so when a
+// statement of n rows inserted all n and moved the sequence by n, its
+// rows got those n ids in the order they were listed. Otherwise (a row
+// skipped as already active) the rows above the old value are read back
+// and matched to the arguments by their Match.
 func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bool, error) {
 	ids, ok := make([]int64, len(args)), make([]bool, len(args))
 	rowCtx := context.WithoutCancel(ctx) // as in insertIDs
+	seq, err := t.ruleSeq(rowCtx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the rules' id sequence: %w", err)
+	}
 	flat := make([]any, 0, insertRuleCols*min(len(args), insertRulesRows))
 	for lo := 0; lo < len(args); {
 		if err := ctx.Err(); err != nil {
@@ -396,14 +409,13 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 		}
 		n := chunkSize(len(args)-lo, insertRulesRows)
 		part := args[lo : lo+n]
-		flat = flat[:0]
 		for _, a := range part {
 			if len(a) != insertRuleCols {
 				return nil, nil, fmt.Errorf("insert rules: %d arguments for %d columns: this is a bug", len(a), insertRuleCols)
 			}
-			flat = append(flat, a...)
 		}
-		if err := t.insertRulesChunk(rowCtx, part, flat, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
+		q, flat := t.insertRulesStmt(part, flat[:0])
+		if seq, err = t.insertRulesChunk(rowCtx, q, part, flat, seq, ids[lo:lo+n], ok[lo:lo+n]); err != nil {
 			return nil, nil, err
 		}
 		lo += n
@@ -411,56 +423,162 @@ func (t *sqliteTx) insertRules(ctx context.Context, args [][]any) ([]int64, []bo
 	return ids, ok, nil
 }
 
-// insertRulesChunk inserts the rows part (flattened in flat) and sets the
-// id and ok of each row inserted. SQLite does not promise RETURNING's
-// order: each returned Match is found among part, in order first.
-func (t *sqliteTx) insertRulesChunk(ctx context.Context, part [][]any, flat []any, ids []int64, ok []bool) error {
-	next := 0
-	var byKey map[string]int
-	return t.queryEach(ctx, multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat, 3, func(v []driver.Value) error {
+// insertRulesStmt returns the statement that inserts the rows part and
+// its arguments, appended to flat. The rows of a batch mostly share
+// their reason, actor, sites, times, origin and set: when all of part's
+// do, the statement names those once (insertRulesShared), and each row
+// sends only its own five values instead of thirteen, each of which
+// costs its copy and bind.
+func (t *sqliteTx) insertRulesStmt(part [][]any, flat []any) (string, []any) {
+	shared := true
+	for _, a := range part[1:] {
+		for _, c := range insertRulesSharedCols {
+			if !sameArg(a[c], part[0][c]) {
+				shared = false
+				break
+			}
+		}
+		if !shared {
+			break
+		}
+	}
+	if !shared {
+		for _, a := range part {
+			flat = append(flat, a...)
+		}
+		return multiRowSQL(insertRulesHead, insertRulesRow, len(part), insertRulesTail), flat
+	}
+	for _, c := range insertRulesSharedCols {
+		flat = append(flat, part[0][c])
+	}
+	for _, a := range part {
+		for _, c := range insertRulesOwnCols {
+			flat = append(flat, a[c])
+		}
+	}
+	return insertRulesShared(len(part)), flat
+}
+
+// sameArg reports whether two arguments of insertRulesSharedCols are
+// equal (strings, integers or NULL; anything else is taken as not).
+func sameArg(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	}
+	return false
+}
+
+// The columns (indexes into a row's arguments) insertRulesShared names
+// once, in the order of its first parameters, and those of each row.
+var (
+	insertRulesSharedCols = [...]int{4, 5, 6, 7, 8, 9, 10, 12} // reason, actor, sites, created_at, updated_at, expires_at, origin, set_name
+	insertRulesOwnCols    = [...]int{0, 1, 2, 3, 11}           // family, nlri, communities, text, destination
+)
+
+// insertRulesShared is the statement of n rows that share the values of
+// insertRulesSharedCols: ?1 to ?8 are those, and each row's own five
+// follow.
+func insertRulesShared(n int) string {
+	key := multiRowKey{insertRulesHead, "shared", n, insertRulesTail}
+	if q, ok := multiRowTexts.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString(insertRulesHead)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		p := len(insertRulesSharedCols) + 1 + i*len(insertRulesOwnCols)
+		// (family, nlri, communities, text, reason, actor, sites,
+		// created_at, updated_at, expires_at, origin, destination,
+		// set_name, state, withdraw_requested)
+		fmt.Fprintf(&b, "(?%d, ?%d, ?%d, ?%d, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?%d, ?8, 'active', FALSE)", p, p+1, p+2, p+3, p+4)
+	}
+	b.WriteString(insertRulesTail)
+	q, _ := multiRowTexts.LoadOrStore(key, b.String())
+	return q.(string)
+}
+
+// ruleSeq is the rules' AUTOINCREMENT sequence: the highest id ever
+// handed out, 0 before the first.
+func (t *sqliteTx) ruleSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	err := t.queryEach(ctx, `SELECT COALESCE(MAX(seq), 0) FROM sqlite_sequence WHERE name = 'rules'`, nil, 1, func(v []driver.Value) error {
+		var ok bool
+		if seq, ok = v[0].(int64); !ok {
+			return fmt.Errorf("SQLite returned %T for the rules' id sequence: this is a bug", v[0])
+		}
+		return nil
+	})
+	return seq, err
+}
+
+// insertRulesChunk inserts the rows part (flattened in flat), seq being
+// the rules' id sequence before it (ruleSeq), sets the id and ok of each
+// row inserted and returns the sequence after it.
+func (t *sqliteTx) insertRulesChunk(ctx context.Context, q string, part [][]any, flat []any, seq int64, ids []int64, ok []bool) (int64, error) {
+	if err := t.execMany(ctx, q, flat); err != nil {
+		return 0, err
+	}
+	var changes, last int64
+	err := t.queryEach(ctx, `SELECT changes(), last_insert_rowid()`, nil, 2, func(v []driver.Value) error {
+		var ok1, ok2 bool
+		changes, ok1 = v[0].(int64)
+		last, ok2 = v[1].(int64)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("SQLite returned %T, %T for changes(), last_insert_rowid(): this is a bug", v[0], v[1])
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if changes == int64(len(part)) && last-seq == changes {
+		for i := range part {
+			ids[i], ok[i] = seq+1+int64(i), true
+		}
+		return last, nil
+	}
+	// Some rows were skipped: read back the ones inserted, which are
+	// all the rows above seq (this transaction holds the write lock).
+	byKey := make(map[string]int, len(part))
+	for j := len(part) - 1; j >= 0; j-- { // the first of equal Matches wins: SQLite inserts in order
+		f, _ := part[j][0].(int64)
+		b, _ := part[j][1].([]byte)
+		byKey[matchKey(f, b)] = j
+	}
+	top := seq
+	err = t.queryEach(ctx, `SELECT id, family, nlri FROM rules WHERE id > ? ORDER BY id`, []any{seq}, 3, func(v []driver.Value) error {
 		id, ok1 := v[0].(int64)
 		family, ok2 := v[1].(int64)
 		nlri, ok3 := v[2].([]byte)
 		if !ok1 || !ok2 || !ok3 {
 			return fmt.Errorf("insert rules: SQLite returned %T, %T, %T for id, family, nlri: this is a bug", v[0], v[1], v[2])
 		}
-		i := -1
-		for ; next < len(part); next++ {
-			if !ok[next] && sameMatch(part[next], family, nlri) {
-				i = next
-				next++
-				break
-			}
-			if byKey != nil {
-				break
-			}
+		j, found := byKey[matchKey(family, nlri)]
+		if !found || ok[j] {
+			return fmt.Errorf("insert rules: rule %d is not one this insert sent (family %d): this is a bug", id, family)
 		}
-		if i < 0 {
-			if byKey == nil {
-				byKey = make(map[string]int, len(part))
-				for j, a := range part {
-					f, _ := a[0].(int64)
-					b, _ := a[1].([]byte)
-					byKey[matchKey(f, b)] = j
-				}
-			}
-			j, found := byKey[matchKey(family, nlri)]
-			if !found || ok[j] {
-				return fmt.Errorf("insert rules: SQLite returned a Match this insert did not send (family %d): this is a bug", family)
-			}
-			i = j
-		}
-		ids[i], ok[i] = id, true
+		ids[j], ok[j], top = id, true, id
 		return nil
 	})
-}
-
-// sameMatch reports whether the insert arguments a are of the Match
-// (family, nlri).
-func sameMatch(a []any, family int64, nlri []byte) bool {
-	f, _ := a[0].(int64)
-	b, _ := a[1].([]byte)
-	return f == family && string(b) == string(nlri)
+	if err != nil {
+		return 0, err
+	}
+	// The sequence moved past the last id inserted: ids of skipped rows
+	// are taken too.
+	if seq, err = t.ruleSeq(ctx); err != nil {
+		return 0, err
+	}
+	return max(seq, top), nil
 }
 
 // The multi-row form of insertRuleSQL (insertRules).
@@ -471,7 +589,7 @@ const (
 	(family, nlri, communities, text, reason, actor, sites, created_at, updated_at, expires_at, origin, destination, set_name, state, withdraw_requested)
 	VALUES `
 	insertRulesRow  = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', FALSE)`
-	insertRulesTail = ` ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING RETURNING id, family, nlri`
+	insertRulesTail = ` ON CONFLICT (family, nlri) WHERE state = 'active' DO NOTHING`
 )
 
 // insertCheck is how many rows insertIDs inserts between looks at its

@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,9 +110,12 @@ func TestSQLiteLookupsUseTheirIndex(t *testing.T) {
 }
 
 // The multi-row insert of a batch's rules (sqliteTx.insertRules) gives
-// each row its own id and reports the rows whose Match was active as not
-// inserted, wherever they sit in a statement of many rows and whatever
-// order SQLite returns the inserted rows in.
+// each row its own id and reports the rows whose Match was active, or
+// listed earlier in the same statement, as not inserted, wherever they
+// sit in a statement of many rows; the statements without a skipped row
+// take their ids from the sequence. Each row holds its own values,
+// whether its statement names the values its rows share once (the first
+// and last chunks) or not (the second: a reason of its own for each row).
 func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 	ctx := ctxT(t)
 	s := open(t, sqliteFresh(t), "a")
@@ -121,11 +126,30 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const n = 100 // a chunk of insertRulesRows, then 32 and 4
+	const n = 100  // a chunk of insertRulesRows, then 32 and 4
+	const dup = 50 // the Match of row 10 again, in the same statement
+	match := func(i int) int {
+		if i == dup {
+			return 10
+		}
+		return i
+	}
+	reason := func(i int) string {
+		if i >= insertRulesRows && i < insertRulesRows+32 {
+			return fmt.Sprintf("reason %d", i)
+		}
+		return "shared"
+	}
+	action := func(i int) string {
+		if i%2 == 0 {
+			return "discard"
+		}
+		return "rate-limit 1000"
+	}
 	now := s.now()
 	args := make([][]any, n)
 	for i := range args {
-		e, err := encode(Input{Rule: rule(t, i, "discard"), Actor: "t"}, i, now)
+		e, err := encode(Input{Rule: rule(t, match(i), action(match(i))), Actor: "t", Reason: reason(i)}, i, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +167,7 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 	}
 	seen := map[int64]bool{}
 	for i := range n {
-		if active := i == 2 || i == 69; ok[i] == active {
+		if active := i == 2 || i == 69 || i == dup; ok[i] == active {
 			t.Fatalf("row %d: inserted %v, want %v", i, ok[i], !active)
 		}
 		if !ok[i] {
@@ -157,9 +181,81 @@ func TestSQLiteInsertRulesMapsEachRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := rule(t, i, "discard"); r.Rule.Match != want.Match {
-			t.Fatalf("row %d got id %d, which holds %s, not %s", i, ids[i], r.Rule, want)
+		want := rule(t, match(i), action(match(i)))
+		if r.Rule != want || r.Text != want.String() || r.Reason != reason(i) || r.Actor != "t" || !r.CreatedAt.Equal(now) {
+			t.Fatalf("row %d got id %d, which holds %s (%q, reason %q, actor %q, created %s), not %s (reason %q, actor t, created %s)",
+				i, ids[i], r.Rule, r.Text, r.Reason, r.Actor, r.CreatedAt, want, reason(i), now)
 		}
+		var dest string
+		if err := s.eng.reader().queryRow(ctx, `SELECT destination FROM rules WHERE id = ?`, ids[i]).Scan(&dest); err != nil {
+			t.Fatal(err)
+		}
+		if want := destinationKey(want.Match); dest != want {
+			t.Fatalf("row %d: destination %q, want %q", i, dest, want)
+		}
+	}
+}
+
+// A range of created entries (createdRange) is written in its place
+// among the transaction's other entries, one entry a rule, in id order,
+// each with its rule's creation time and actor, as created writes them.
+func TestSQLiteCreatedRangeInOrder(t *testing.T) {
+	ctx := ctxT(t)
+	s := open(t, sqliteFresh(t), "a")
+	old, _, err := s.Upsert(ctx, Input{Rule: rule(t, 0, "discard"), Actor: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	now := s.now()
+	args := make([][]any, n)
+	for i := range args {
+		e, err := encode(Input{Rule: rule(t, i+1, "discard"), Actor: fmt.Sprintf("actor%d", i)}, i, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args[i] = s.insertArgs(&e, now)
+	}
+	var ids []int64
+	err = s.write(ctx, "test range", n, func(ctx context.Context, w *wtx) (bool, error) {
+		w.event(old.ID, now, EventWithdrawRequested, "before", "", nil, nil)
+		var err error
+		if ids, _, err = w.tx.(*sqliteTx).insertRules(ctx, args); err != nil {
+			return false, err
+		}
+		w.createdRange(ids[0], ids[n-1])
+		w.event(old.ID, now, EventUpdated, "after", "", nil, nil)
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.eng.reader().query(ctx, `SELECT rule_id, at, kind, actor FROM rule_events WHERE rule_id <> ? OR actor <> 'first' ORDER BY id`, old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	type entry struct {
+		rule  int64
+		at    int64
+		kind  string
+		actor string
+	}
+	var got []entry
+	for rs.Next() {
+		var e entry
+		if err := rs.Scan(&e.rule, &e.at, &e.kind, &e.actor); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, e)
+	}
+	want := []entry{{old.ID, now.UnixMicro(), string(EventWithdrawRequested), "before"}}
+	for i, id := range ids {
+		want = append(want, entry{id, now.UnixMicro(), string(EventCreated), fmt.Sprintf("actor%d", i)})
+	}
+	want = append(want, entry{old.ID, now.UnixMicro(), string(EventUpdated), "after"})
+	if !slices.Equal(got, want) {
+		t.Fatalf("history entries\n got %v\nwant %v", got, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -142,7 +143,9 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	err := s.write(ctx, "upsert rules", len(ins), func(ctx context.Context, t *wtx) (bool, error) {
 		// The time of the transaction, not of the call (see Upsert).
 		now := s.now()
-		t.events = slices.Grow(t.events, len(es)) // one history entry a rule, mostly
+		if _, lite := t.tx.(*sqliteTx); !lite {
+			t.events = slices.Grow(t.events, len(es)) // one history entry a rule, mostly
+		}
 		for i := range es {
 			es[i].at(now)
 		}
@@ -185,10 +188,28 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 		}
 		done := make([]bool, len(es))
 		changed := false
+		// On SQLite the rows inserted are all those from the first id
+		// to the last (the write lock is held; ids ascend in input
+		// order): one range stands for their created entries.
+		_, lite := t.tx.(*sqliteTx)
+		var lo, hi int64
 		for j, i := range idx {
-			if inserted[j] {
-				out[i], changed, done[i] = s.created(t, ids[j], &es[i], now), true, true
+			if !inserted[j] {
+				continue
 			}
+			if lite {
+				out[i] = s.createdRule(ids[j], &es[i], now)
+				if lo == 0 {
+					lo = ids[j]
+				}
+				hi = ids[j]
+			} else {
+				out[i] = s.created(t, ids[j], &es[i], now)
+			}
+			changed, done[i] = true, true
+		}
+		if lo != 0 {
+			t.createdRange(lo, hi)
 		}
 		for i := range es {
 			if done[i] {
@@ -263,6 +284,11 @@ func (b *boxedTime) get(eng engine, t time.Time) any {
 // once.
 func (s *Store) created(t *wtx, id int64, e *encoded, now time.Time) Rule {
 	t.eventJSON(id, now, EventCreated, e.in.Actor, "", nil, nil)
+	return s.createdRule(id, e, now)
+}
+
+// createdRule is the rule e just inserted as id, at now.
+func (s *Store) createdRule(id int64, e *encoded, now time.Time) Rule {
 	return Rule{
 		ID: id, Rule: e.in.Rule, Text: e.text, Reason: e.in.Reason, Actor: e.in.Actor,
 		Sites: e.sites, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expires, State: Active, Origin: e.in.Origin, Set: e.in.Set,
@@ -586,10 +612,29 @@ func (s *Store) activeKeys(ctx context.Context, t *wtx, es []encoded) (map[strin
 		byFamily[es[i].family] = append(byFamily[es[i].family], es[i].nlri)
 	}
 	out := make(map[string]bool, len(es))
+	lt, lite := t.tx.(*sqliteTx)
+	var args []any
 	for fam, nlris := range byFamily {
 		for lo := 0; lo < len(nlris); lo += lookupChunk {
 			chunk := nlris[lo:min(lo+lookupChunk, len(nlris))]
-			rs, err := t.query(ctx, s.matchLookup("nlri", "", len(chunk)), append([]any{fam}, chunk...)...)
+			args = append(append(args[:0], fam), chunk...)
+			if lite {
+				// On the driver's connection, without database/sql's
+				// conversion of each argument (queryEach).
+				err := lt.queryEach(ctx, s.matchLookup("nlri", "", len(chunk)), args, 1, func(v []driver.Value) error {
+					nlri, ok := v[0].([]byte)
+					if !ok {
+						return fmt.Errorf("SQLite returned %T for an nlri: this is a bug", v[0])
+					}
+					out[matchKey(fam, nlri)] = true
+					return nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			rs, err := t.query(ctx, s.matchLookup("nlri", "", len(chunk)), args...)
 			if err != nil {
 				return nil, err
 			}
