@@ -67,6 +67,15 @@ func (h *heldStore) WithdrawSeen(ctx context.Context, id int64, actor string, se
 	return h.Store.WithdrawSeen(ctx, id, actor, seen)
 }
 
+// WithdrawGone is held like Withdraw.
+func (h *heldStore) WithdrawGone(ctx context.Context, id int64, actor string, seen *store.Rule) (store.Rule, error) {
+	h.entered <- struct{}{}
+	if err := <-h.release; err != nil {
+		return store.Rule{}, err
+	}
+	return h.Store.WithdrawGone(ctx, id, actor, seen)
+}
+
 // passCounter counts the reconciler's passes and wakes until at each.
 type passCounter struct {
 	n    atomic.Int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -139,12 +140,18 @@ func (e *earlySet) spare(items []Item) []Item {
 // committed or failed. A failed announcement is only logged: the
 // reconciler announces the rule again once the commit shows it. In a dry
 // run it does nothing.
-func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
+//
+// taken reports that the speaker holds the path now (its call returned
+// without an error within EarlyWait): what a pass would observe and
+// record as the rule's status, so the write's own commit may record it
+// (store.Input.Announced) and the pass after it has nothing to write.
+func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) (taken bool) {
 	if r.cfg.DryRun {
-		return
+		return false
 	}
 	r.log.Debug("announcing ahead of the commit", "text", rule)
 	call := make(chan struct{})
+	var ok atomic.Bool
 	r.early.add(rule.Match, r.now().Add(EarlyGrace), call)
 	go func() {
 		defer close(call)
@@ -160,13 +167,14 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "error", err)
 			return
 		}
+		ok.Store(true)
 		if op != "" {
 			// The pass that follows adopts this path: it is counted here,
 			// once, as the change it is (an operator's, not drift).
 			r.recorder().Announced(rule.Match.Family(), op)
 		}
 	}()
-	r.awaitEarly(call)
+	return r.awaitEarly(call) && ok.Load()
 }
 
 // WithdrawEarly takes the path of m off the speaker ahead of the store
@@ -183,12 +191,19 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 // it again at once. The withdrawal is the speaker's own (Speaker.Withdraw),
 // so a rule held back from some peers is withdrawn only where it went.
 // In a dry run it does nothing.
-func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
+//
+// gone reports that the speaker holds no path of m now (its call
+// returned without an error within EarlyWait): what a pass would observe
+// before it finishes the rule, so the withdrawal's own commit may finish
+// it (store.Store.WithdrawGone) and the pass after it has nothing to
+// write.
+func (r *Reconciler) WithdrawEarly(m flowspec.Match) (gone bool) {
 	if r.cfg.DryRun {
-		return
+		return false
 	}
 	r.log.Debug("withdrawing ahead of the commit", "match", m)
 	call := make(chan struct{})
+	var ok atomic.Bool
 	r.leaving.add(m, r.now().Add(EarlyGrace), call)
 	go func() {
 		defer close(call)
@@ -197,19 +212,21 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
 			r.log.Debug("early withdrawal failed; the reconciler withdraws after the commit", "match", m, "error", err)
 			return
 		}
+		ok.Store(true)
 		if present {
 			r.recorder().Withdrawn(m.Family(), "retire")
 		}
 	}()
-	r.awaitEarly(call)
+	return r.awaitEarly(call) && ok.Load()
 }
 
 // awaitEarly waits until call is closed (the speaker call made ahead of
-// a commit returned), or EarlyWait on the reconciler's clock.
-func (r *Reconciler) awaitEarly(call <-chan struct{}) {
+// a commit returned), or EarlyWait on the reconciler's clock; returned
+// reports the former.
+func (r *Reconciler) awaitEarly(call <-chan struct{}) (returned bool) {
 	select {
 	case <-call:
-		return
+		return true
 	default:
 	}
 	t := r.clock.NewTimer()
@@ -217,8 +234,10 @@ func (r *Reconciler) awaitEarly(call <-chan struct{}) {
 	t.Reset(EarlyWait)
 	select {
 	case <-call:
+		return true
 	case <-t.C():
 		r.log.Debug("speaker call ahead of a commit still running; the commit goes on", "waited", EarlyWait)
+		return false
 	}
 }
 
