@@ -47,6 +47,14 @@ const EarlyGrace = 10 * time.Second
 // commit is not held up for it.
 const EarlyWait = 100 * time.Millisecond
 
+// EarlySettleWait bounds how long a store change that arrives while a
+// single write made early has not settled yet waits for it: the change
+// is most likely that write's own commit, and Settle, which follows at
+// once, wakes the loop for the one pass that takes both (rather than a
+// pass for the commit and another for Settle, each reading the store).
+// A change that is not the write's waits for it as long at most.
+const EarlySettleWait = 100 * time.Millisecond
+
 // earlySet holds the Matches changed on the speaker ahead of their
 // commit (announced, or withdrawn), with the time until which a pass
 // leaves them as they are, and the speaker call still running for each.
@@ -57,19 +65,38 @@ type earlySet struct {
 }
 
 type earlyEntry struct {
-	until time.Time
+	// start is when the change was made; until is the end of its grace
+	// (zero once settled).
+	start, until time.Time
 	// call is closed once the speaker call made ahead of the commit
 	// returned; nil: none to wait for.
 	call chan struct{}
 }
 
-func (e *earlySet) add(m flowspec.Match, until time.Time, call chan struct{}) {
+func (e *earlySet) add(m flowspec.Match, start time.Time, call chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
 		e.m = make(map[flowspec.Match]earlyEntry)
 	}
-	e.m[m] = earlyEntry{until: until, call: call}
+	e.m[m] = earlyEntry{start: start, until: start.Add(EarlyGrace), call: call}
+}
+
+// settling reports whether a write behind a change of the set is still
+// expected to settle soon (made less than EarlySettleWait ago, not
+// settled yet), and until when it is.
+func (e *earlySet) settling(now time.Time) (until time.Time, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, en := range e.m {
+		if en.until.IsZero() {
+			continue
+		}
+		if end := en.start.Add(EarlySettleWait); now.Before(end) {
+			until, ok = earliest(until, end), true
+		}
+	}
+	return until, ok
 }
 
 // end ends the grace of m at once, if it has one, once the speaker call
@@ -152,7 +179,7 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) (taken bool) {
 	r.log.Debug("announcing ahead of the commit", "text", rule)
 	call := make(chan struct{})
 	var ok atomic.Bool
-	r.early.add(rule.Match, r.now().Add(EarlyGrace), call)
+	r.early.add(rule.Match, r.now(), call)
 	go func() {
 		defer close(call)
 		op := "add"
@@ -204,7 +231,7 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) (gone bool) {
 	r.log.Debug("withdrawing ahead of the commit", "match", m)
 	call := make(chan struct{})
 	var ok atomic.Bool
-	r.leaving.add(m, r.now().Add(EarlyGrace), call)
+	r.leaving.add(m, r.now(), call)
 	go func() {
 		defer close(call)
 		_, present, _ := r.s.Path(m)

@@ -403,6 +403,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case <-r.wake.c:
 		case <-storeCh:
+			if at, ok := r.settling(); ok {
+				// Most likely the commit of an early write, whose Settle
+				// wakes the loop in a moment: one pass takes both.
+				r.arm(retry, earliest(r.nextRetry(r.now()), at))
+				continue
+			}
 		case <-ribCh:
 		case <-expiry.C():
 		case <-retry.C():
@@ -459,6 +465,24 @@ func (r *Reconciler) Seed(rev int64, rows *Rows, at time.Time) {
 	s.index(rows.take())
 	r.seed = s
 	r.src.track(true)
+}
+
+// settling reports whether a single write changed on the speaker ahead
+// of its commit is expected to settle soon, and until when
+// (EarlySettleWait).
+func (r *Reconciler) settling() (until time.Time, ok bool) {
+	now := r.now()
+	a, aok := r.early.settling(now)
+	w, wok := r.leaving.settling(now)
+	switch {
+	case aok && wok:
+		return earliest(a, w), true
+	case aok:
+		return a, true
+	case wok:
+		return w, true
+	}
+	return time.Time{}, false
 }
 
 // arm sets t to fire at at, or stops it when at is zero.
