@@ -65,7 +65,9 @@ type Store interface {
 type Early interface {
 	AnnounceEarly(flowspec.Rule) (taken bool)
 	WithdrawEarly(flowspec.Match) (gone bool)
-	Settle(flowspec.Match)
+	// Settle's applied says the write committed with that outcome
+	// recorded: nothing is left for the reconciler to do at once.
+	Settle(m flowspec.Match, applied bool)
 }
 
 // Config configures a Gate.
@@ -192,7 +194,7 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 			// corrupt).
 			g.cfg.Early.WithdrawEarly(in.Rule.Match)
 		}
-		g.cfg.Early.Settle(in.Rule.Match)
+		g.cfg.Early.Settle(in.Rule.Match, err == nil && r.Announced)
 	}
 	if err != nil {
 		return store.Rule{}, false, fromStore(err, 0)

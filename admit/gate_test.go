@@ -236,7 +236,7 @@ func (e *early) WithdrawEarly(m flowspec.Match) bool {
 	return false
 }
 
-func (e *early) Settle(m flowspec.Match) {
+func (e *early) Settle(m flowspec.Match, _ bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.settled = append(e.settled, m)

@@ -99,7 +99,7 @@ func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule, again
 	if errors.Is(err, store.ErrChanged) {
 		rs, err = again()
 	}
-	g.cfg.Early.Settle(m)
+	g.cfg.Early.Settle(m, err == nil && rs[0].State == store.Withdrawn)
 	if err != nil {
 		var ref *Refusal
 		if !errors.As(err, &ref) {
@@ -223,7 +223,7 @@ func (g *Gate) withdraw(ctx context.Context, a Actor, cur store.Rule) (store.Rul
 		r, err = g.cfg.Store.Withdraw(ctx, id, a.Name)
 	}
 	if early {
-		g.cfg.Early.Settle(m)
+		g.cfg.Early.Settle(m, err == nil && r.State == store.Withdrawn)
 	}
 	if err != nil {
 		if early {

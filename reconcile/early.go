@@ -47,12 +47,15 @@ const EarlyGrace = 10 * time.Second
 // commit is not held up for it.
 const EarlyWait = 100 * time.Millisecond
 
-// EarlySettleWait bounds how long a store change that arrives while a
-// single write made early has not settled yet waits for it: the change
-// is most likely that write's own commit, and Settle, which follows at
-// once, wakes the loop for the one pass that takes both (rather than a
-// pass for the commit and another for Settle, each reading the store).
-// A change that is not the write's waits for it as long at most.
+// EarlySettleWait bounds how long a store or mirror change that arrives
+// while a single write made early has not settled yet waits for a pass.
+// The change is most likely that write's own (its commit, its path in
+// the mirror), which the write's early change already applied: a pass
+// for each, right when the next write's UPDATE leaves, cost CPU that
+// UPDATE waited for (two cores). A write that settles applied leaves its
+// changes to the pass that comes within EarlySettleWait, one for a burst
+// of writes; one that fails is passed on at once (Settle). A change that
+// is not the write's waits as long at most.
 const EarlySettleWait = 100 * time.Millisecond
 
 // earlySet holds the Matches changed on the speaker ahead of their
@@ -275,9 +278,16 @@ func (r *Reconciler) awaitEarly(call <-chan struct{}) (returned bool) {
 // for the speaker call made ahead of the commit to have returned, so that
 // the pass that follows sees what it did (and neither announces nor
 // counts the change a second time).
-func (r *Reconciler) Settle(m flowspec.Match) {
+//
+// applied says the write committed and its commit recorded what the
+// speaker took (the status "announced", the rule finished): the RIB and
+// the store agree on m, so no pass is needed at once; the store change
+// of the commit is taken by the next pass, within EarlySettleWait.
+// Otherwise (a failed write, a change the speaker had not taken) a pass
+// runs at once.
+func (r *Reconciler) Settle(m flowspec.Match, applied bool) {
 	a, w := r.early.end(m), r.leaving.end(m)
-	if a || w {
+	if (a || w) && !applied {
 		r.Trigger()
 	}
 }

@@ -403,13 +403,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case <-r.wake.c:
 		case <-storeCh:
-			if at, ok := r.settling(); ok {
-				// Most likely the commit of an early write, whose Settle
-				// wakes the loop in a moment: one pass takes both.
-				r.arm(retry, earliest(r.nextRetry(r.now()), at))
+			if r.deferWake(retry) {
 				continue
 			}
 		case <-ribCh:
+			if r.deferWake(retry) {
+				continue
+			}
 		case <-expiry.C():
 		case <-retry.C():
 		case <-resync.C():
@@ -465,6 +465,17 @@ func (r *Reconciler) Seed(rev int64, rows *Rows, at time.Time) {
 	s.index(rows.take())
 	r.seed = s
 	r.src.track(true)
+}
+
+// deferWake leaves a store or mirror wake-up to a later pass while a
+// single write made early has not settled (EarlySettleWait): the retry
+// timer is armed for it. It reports whether it did.
+func (r *Reconciler) deferWake(retry clock.Timer) bool {
+	at, ok := r.settling()
+	if ok {
+		r.arm(retry, earliest(r.nextRetry(r.now()), at))
+	}
+	return ok
 }
 
 // settling reports whether a single write changed on the speaker ahead
