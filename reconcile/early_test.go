@@ -106,8 +106,8 @@ func TestEarlyReturnsOnceTheSpeakerTookIt(t *testing.T) {
 				// Its commit must not record what the speaker may yet refuse.
 				t.Fatalf("%s returned after EarlyWait reported the speaker took the change", op)
 			}
-			sp.release <- struct{}{} // the call goes on in the background
-			r.Settle(rule.Match, false)     // waits for it to have returned
+			sp.release <- struct{}{}    // the call goes on in the background
+			r.Settle(rule.Match, false) // waits for it to have returned
 			if !taken() {
 				t.Fatalf("the speaker call of the second %s did not complete", op)
 			}
