@@ -67,6 +67,15 @@ func (h *heldStore) WithdrawSeen(ctx context.Context, id int64, actor string, se
 	return h.Store.WithdrawSeen(ctx, id, actor, seen)
 }
 
+// WithdrawGone is held like Withdraw.
+func (h *heldStore) WithdrawGone(ctx context.Context, id int64, actor string, seen *store.Rule) (store.Rule, error) {
+	h.entered <- struct{}{}
+	if err := <-h.release; err != nil {
+		return store.Rule{}, err
+	}
+	return h.Store.WithdrawGone(ctx, id, actor, seen)
+}
+
 // passCounter counts the reconciler's passes and wakes until at each.
 type passCounter struct {
 	n    atomic.Int64
@@ -85,6 +94,23 @@ func (c *passCounter) Announced(flowspec.Family, string) {}
 func (c *passCounter) Withdrawn(flowspec.Family, string) {}
 func (c *passCounter) ExpiryLateness(time.Duration)      {}
 
+// reconcilerWrites is the rig's store as its reconciler sees it, counting
+// the writes a pass makes after a write: statuses and final states.
+type reconcilerWrites struct {
+	*store.Store
+	statuses, finishes atomic.Int64
+}
+
+func (w *reconcilerWrites) SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error {
+	w.statuses.Add(1)
+	return w.Store.SetStatus(ctx, ids, announced, lastErr)
+}
+
+func (w *reconcilerWrites) FinishMany(ctx context.Context, items []store.FinishItem) ([]error, error) {
+	w.finishes.Add(1)
+	return w.Store.FinishMany(ctx, items)
+}
+
 // earlyRig is the gate over a held real store, with a real reconciler
 // and an in-process GoBGP. The reconciler's clock stands still, so an
 // early announcement's grace never ends by itself: a withdrawal can only
@@ -95,6 +121,7 @@ type earlyRig struct {
 	sp     *bgp.Speaker
 	rec    *reconcile.Reconciler
 	passes *passCounter
+	writes *reconcilerWrites
 }
 
 func newEarlyRig(t *testing.T) *earlyRig {
@@ -114,7 +141,8 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	t.Cleanup(sp.Stop)
 	// Start returned: the mirror holds GoBGP's RIB (bgp.watchRIB).
 	passes := &passCounter{wake: make(chan struct{}, 1)}
-	rec := reconcile.New(log.Named("reconcile"), st, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
+	writes := &reconcilerWrites{Store: st}
+	rec := reconcile.New(log.Named("reconcile"), writes, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -123,7 +151,7 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	t.Cleanup(func() { cancel(); <-done })
 	held := &heldStore{Store: st, entered: make(chan struct{}), release: make(chan error)}
 	g := admit.New(admit.Config{Store: held, Early: rec, EarlyReady: held.EarlyOK, EarlyWithdrawReady: held.EarlyWithdrawOK})
-	return &earlyRig{gate: g, st: held, sp: sp, rec: rec, passes: passes}
+	return &earlyRig{gate: g, st: held, sp: sp, rec: rec, passes: passes, writes: writes}
 }
 
 func (r *earlyRig) inRIB(m flowspec.Match) bool {
@@ -131,17 +159,20 @@ func (r *earlyRig) inRIB(m flowspec.Match) bool {
 	return present
 }
 
-// until waits for cond, looking again after each reconcile pass: every
-// change it waits for (a path in or out of the mirror, a status the
-// reconciler writes, a commit in the store) wakes the reconciler, and its
-// pass ends after the change. It fails the test after 30 s without cond.
+// until waits for cond, looking again after each reconcile pass and
+// every few milliseconds (a change made while a write made early has
+// not settled wakes no pass: reconcile.EarlySettleWait). It fails the
+// test after 30 s without cond.
 func (r *earlyRig) until(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	limit := time.NewTimer(30 * time.Second)
 	defer limit.Stop()
+	poll := time.NewTicker(2 * time.Millisecond)
+	defer poll.Stop()
 	for !cond() {
 		select {
 		case <-r.passes.wake:
+		case <-poll.C:
 		case <-limit.C:
 			t.Fatalf("not within 30s: %s", what)
 		}
@@ -280,6 +311,62 @@ func TestEarlyWithdrawal(t *testing.T) {
 	r.settledPass(t)
 	if r.inRIB(rule.Rule.Match) {
 		t.Fatal("the withdrawn rule's path came back")
+	}
+}
+
+// A single write whose change the speaker took ahead of the commit is one
+// commit: the announcement's commit records the status "announced", the
+// withdrawal's finishes the rule, so the passes that follow have nothing
+// to write (a second commit per write took CPU from the next write's
+// UPDATE, and the next write's commit queued behind it).
+func TestSingleEarlyWriteIsOneCommit(t *testing.T) {
+	r := newEarlyRig(t)
+	rule := r.announced(t, "match destination 203.0.113.22/32 then discard")
+	r.settledPass(t)
+	if got := r.rec.LastPass().Adopted; got != 1 {
+		t.Fatalf("%d rules adopted after the announcement, want 1", got)
+	}
+	if n := r.writes.statuses.Load(); n != 0 {
+		t.Errorf("the reconciler wrote statuses %d times after an early announcement the speaker took; want none (its commit records it)", n)
+	}
+	done := make(chan error, 1)
+	var withdrawn store.Rule
+	go func() {
+		var err error
+		withdrawn, err = r.gate.Withdraw(context.Background(), noc, rule.ID)
+		done <- err
+	}()
+	<-r.st.entered
+	r.st.release <- nil
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if withdrawn.State != store.Withdrawn || withdrawn.Announced {
+		t.Errorf("the withdrawal answered %+v; want the rule withdrawn and not announced", withdrawn)
+	}
+	r.settledPass(t)
+	if got := r.rec.LastPass().Adopted; got != 0 {
+		t.Fatalf("%d rules adopted after the withdrawal, want 0", got)
+	}
+	if got, err := r.st.Get(context.Background(), rule.ID); err != nil || got.State != store.Withdrawn || got.Announced {
+		t.Fatalf("after the withdrawal: %+v, %v", got, err)
+	}
+	if s, f := r.writes.statuses.Load(), r.writes.finishes.Load(); s != 0 || f != 0 {
+		t.Errorf("the reconciler wrote %d statuses and %d final states after an early withdrawal the speaker took; want none (its commit finishes the rule)", s, f)
+	}
+	if r.inRIB(rule.Rule.Match) {
+		t.Fatal("the withdrawn rule's path came back")
+	}
+	hist, err := r.st.History(context.Background(), rule.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range hist {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if want := "created status withdraw-requested withdrawn"; strings.Join(kinds, " ") != want {
+		t.Errorf("history %q, want %q", strings.Join(kinds, " "), want)
 	}
 }
 

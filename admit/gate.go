@@ -32,6 +32,10 @@ type Store interface {
 	// brief rule), refused with store.ErrChanged, writing nothing, if it
 	// is no longer so.
 	WithdrawSeen(ctx context.Context, id int64, actor string, seen store.Rule) (store.Rule, error)
+	// WithdrawGone is Withdraw (with seen: WithdrawSeen) of a rule whose
+	// path this site's speaker already dropped (an early withdrawal it
+	// took): the same commit finishes the rule.
+	WithdrawGone(ctx context.Context, id int64, actor string, seen *store.Rule) (store.Rule, error)
 	// EachActive walks the active rules, brief (no reason or sites), one
 	// reused Rule at a time.
 	EachActive(ctx context.Context, fn func(*store.Rule) error) error
@@ -54,10 +58,16 @@ type Store interface {
 // *reconcile.Reconciler): AnnounceEarly hands a rule to the speaker,
 // WithdrawEarly takes a rule's path off it, Settle says the write is done
 // (committed or failed) so the reconciler decides from the store again.
+// AnnounceEarly and WithdrawEarly report whether the speaker took the
+// change before they returned: the write's own commit then records what
+// the reconciler would record after it (the status "announced", the
+// rule finished), so that no second commit follows a single write.
 type Early interface {
-	AnnounceEarly(flowspec.Rule)
-	WithdrawEarly(flowspec.Match)
-	Settle(flowspec.Match)
+	AnnounceEarly(flowspec.Rule) (taken bool)
+	WithdrawEarly(flowspec.Match) (gone bool)
+	// Settle's applied says the write committed with that outcome
+	// recorded: nothing is left for the reconciler to do at once.
+	Settle(m flowspec.Match, applied bool)
 }
 
 // Config configures a Gate.
@@ -169,7 +179,7 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 		// must not be abandoned because the client went away, or an
 		// announced rule would be withdrawn for a write that may yet
 		// land.
-		g.cfg.Early.AnnounceEarly(in.Rule)
+		in.Announced = g.cfg.Early.AnnounceEarly(in.Rule)
 		var cancel context.CancelFunc
 		ctx, cancel = keepDeadline(ctx)
 		defer cancel()
@@ -184,7 +194,7 @@ func (g *Gate) Add(ctx context.Context, a Actor, req Request) (r store.Rule, cre
 			// corrupt).
 			g.cfg.Early.WithdrawEarly(in.Rule.Match)
 		}
-		g.cfg.Early.Settle(in.Rule.Match)
+		g.cfg.Early.Settle(in.Rule.Match, err == nil && r.Announced)
 	}
 	if err != nil {
 		return store.Rule{}, false, fromStore(err, 0)

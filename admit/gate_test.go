@@ -218,7 +218,7 @@ type early struct {
 	notify chan flowspec.Match
 }
 
-func (e *early) AnnounceEarly(r flowspec.Rule) {
+func (e *early) AnnounceEarly(r flowspec.Rule) bool {
 	e.mu.Lock()
 	e.announced = append(e.announced, r.Match)
 	notify := e.notify
@@ -226,15 +226,17 @@ func (e *early) AnnounceEarly(r flowspec.Rule) {
 	if notify != nil {
 		notify <- r.Match
 	}
+	return false // no speaker holds it
 }
 
-func (e *early) WithdrawEarly(m flowspec.Match) {
+func (e *early) WithdrawEarly(m flowspec.Match) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.withdrawn = append(e.withdrawn, m)
+	return false
 }
 
-func (e *early) Settle(m flowspec.Match) {
+func (e *early) Settle(m flowspec.Match, _ bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.settled = append(e.settled, m)

@@ -229,12 +229,13 @@ type watchEarly struct {
 	announced chan struct{}
 }
 
-func (w *watchEarly) AnnounceEarly(r flowspec.Rule) {
-	w.Early.AnnounceEarly(r)
+func (w *watchEarly) AnnounceEarly(r flowspec.Rule) bool {
+	taken := w.Early.AnnounceEarly(r)
 	select {
 	case w.announced <- struct{}{}:
 	default:
 	}
+	return taken
 }
 
 // slowReads is a real store whose reads of the checks (quotas, the

@@ -86,15 +86,20 @@ func (g *Gate) withdrawSeen(ctx context.Context, a Actor, seen store.Rule, again
 	if g.cfg.Early == nil || !m.IsValid() || g.mayWithdraw(a, seen, id) != nil || !g.earlyWithdrawReady(seen) {
 		return nil, nil, false
 	}
-	g.cfg.Early.WithdrawEarly(m)
+	gone := g.cfg.Early.WithdrawEarly(m)
 	ctx, cancel := keepDeadline(ctx)
 	defer cancel()
-	r, err := g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	var r store.Rule
+	if gone {
+		r, err = g.cfg.Store.WithdrawGone(ctx, id, a.Name, &seen)
+	} else {
+		r, err = g.cfg.Store.WithdrawSeen(ctx, id, a.Name, seen)
+	}
 	rs = []store.Rule{r}
 	if errors.Is(err, store.ErrChanged) {
 		rs, err = again()
 	}
-	g.cfg.Early.Settle(m)
+	g.cfg.Early.Settle(m, err == nil && rs[0].State == store.Withdrawn)
 	if err != nil {
 		var ref *Refusal
 		if !errors.As(err, &ref) {
@@ -201,15 +206,24 @@ func (g *Gate) withdrawMatch(ctx context.Context, a Actor, m flowspec.Match) ([]
 func (g *Gate) withdraw(ctx context.Context, a Actor, cur store.Rule) (store.Rule, error) {
 	id, m := cur.ID, cur.Rule.Match
 	early := g.cfg.Early != nil && m.IsValid() && g.earlyWithdrawReady(cur)
+	gone := false
 	if early {
-		g.cfg.Early.WithdrawEarly(m)
+		gone = g.cfg.Early.WithdrawEarly(m)
 		var cancel context.CancelFunc
 		ctx, cancel = keepDeadline(ctx)
 		defer cancel()
 	}
-	r, err := g.cfg.Store.Withdraw(ctx, id, a.Name)
+	var (
+		r   store.Rule
+		err error
+	)
+	if gone {
+		r, err = g.cfg.Store.WithdrawGone(ctx, id, a.Name, nil)
+	} else {
+		r, err = g.cfg.Store.Withdraw(ctx, id, a.Name)
+	}
 	if early {
-		g.cfg.Early.Settle(m)
+		g.cfg.Early.Settle(m, err == nil && r.State == store.Withdrawn)
 	}
 	if err != nil {
 		if early {

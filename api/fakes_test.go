@@ -209,6 +209,25 @@ func (f *fakeRules) WithdrawSeen(ctx context.Context, id int64, actor string, se
 	return f.Withdraw(ctx, id, actor)
 }
 
+// WithdrawGone is WithdrawSeen (seen nil: Withdraw), then the rule
+// finished as withdrawn in the same step.
+func (f *fakeRules) WithdrawGone(ctx context.Context, id int64, actor string, seen *store.Rule) (store.Rule, error) {
+	var (
+		r   store.Rule
+		err error
+	)
+	if seen != nil {
+		r, err = f.WithdrawSeen(ctx, id, actor, *seen)
+	} else {
+		r, err = f.Withdraw(ctx, id, actor)
+	}
+	if err != nil || r.State != store.Active {
+		return r, err
+	}
+	f.finish(id, store.Withdrawn)
+	return f.Get(ctx, id)
+}
+
 // finish ends rule id in state st (withdrawn or expired), as the
 // reconciler does once its path is gone.
 func (f *fakeRules) finish(id int64, st store.State) {

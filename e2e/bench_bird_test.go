@@ -111,7 +111,7 @@ func BenchmarkBulk(b *testing.B) {
 // same kind of peer. ack-p50-ms is when ribkeeper's answer (after the
 // durable commit) arrived.
 func BenchmarkTimeToMitigate(b *testing.B) {
-	const n = 200
+	n := benchEnv(b, "RIBKEEPER_BENCH_TTW_N", 200)
 	b.Run("ours", func(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
@@ -120,6 +120,8 @@ func BenchmarkTimeToMitigate(b *testing.B) {
 			waitFor(b, 60*time.Second, "ribkeeper session with the stamp peer", peer.Established)
 			lat := make([]time.Duration, 0, n)
 			acks := make([]time.Duration, 0, n)
+			prof := d.profileWhile(b, "ttm", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 2))
+			cpu0 := cpuTime(b, d.pid())
 			b.StartTimer()
 			for i := range n {
 				t0 := time.Now()
@@ -130,6 +132,8 @@ func BenchmarkTimeToMitigate(b *testing.B) {
 				lat = append(lat, waitStamped(b, peer, t0).Sub(t0))
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b, d.pid())-cpu0)/float64(time.Millisecond)/float64(n), "cpu-ms/write")
+			prof()
 			reportLatency(b, lat)
 			slices.Sort(acks)
 			b.ReportMetric(float64(acks[len(acks)/2])/float64(time.Millisecond), "ack-p50-ms")

@@ -19,7 +19,7 @@ import (
 // same kind of peer. ack-p50-ms is when ribkeeper's answer (after the
 // durable commit) arrived. The shape of BenchmarkTimeToMitigate.
 func BenchmarkTimeToWithdraw(b *testing.B) {
-	const n = 200
+	n := benchEnv(b, "RIBKEEPER_BENCH_TTW_N", 200)
 	b.Run("ours", func(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
@@ -38,6 +38,8 @@ func BenchmarkTimeToWithdraw(b *testing.B) {
 			}
 			lat := make([]time.Duration, 0, n)
 			acks := make([]time.Duration, 0, n)
+			prof := d.profileWhile(b, "ttw", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 2))
+			cpu0 := cpuTime(b, d.pid())
 			b.StartTimer()
 			for _, id := range ids {
 				t0 := time.Now()
@@ -48,6 +50,8 @@ func BenchmarkTimeToWithdraw(b *testing.B) {
 				lat = append(lat, waitWithdrawal(b, peer, t0).Sub(t0))
 			}
 			b.StopTimer()
+			b.ReportMetric(float64(cpuTime(b, d.pid())-cpu0)/float64(time.Millisecond)/float64(n), "cpu-ms/write")
+			prof()
 			reportLatency(b, lat)
 			slices.Sort(acks)
 			b.ReportMetric(float64(acks[len(acks)/2])/float64(time.Millisecond), "ack-p50-ms")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -46,6 +47,17 @@ const EarlyGrace = 10 * time.Second
 // commit is not held up for it.
 const EarlyWait = 100 * time.Millisecond
 
+// EarlySettleWait bounds how long a store or mirror change that arrives
+// while a single write made early has not settled yet waits for a pass.
+// The change is most likely that write's own (its commit, its path in
+// the mirror), which the write's early change already applied: a pass
+// for each, right when the next write's UPDATE leaves, cost CPU that
+// UPDATE waited for (two cores). A write that settles applied leaves its
+// changes to the pass that comes within EarlySettleWait, one for a burst
+// of writes; one that fails is passed on at once (Settle). A change that
+// is not the write's waits as long at most.
+const EarlySettleWait = 100 * time.Millisecond
+
 // earlySet holds the Matches changed on the speaker ahead of their
 // commit (announced, or withdrawn), with the time until which a pass
 // leaves them as they are, and the speaker call still running for each.
@@ -56,19 +68,38 @@ type earlySet struct {
 }
 
 type earlyEntry struct {
-	until time.Time
+	// start is when the change was made; until is the end of its grace
+	// (zero once settled).
+	start, until time.Time
 	// call is closed once the speaker call made ahead of the commit
 	// returned; nil: none to wait for.
 	call chan struct{}
 }
 
-func (e *earlySet) add(m flowspec.Match, until time.Time, call chan struct{}) {
+func (e *earlySet) add(m flowspec.Match, start time.Time, call chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
 		e.m = make(map[flowspec.Match]earlyEntry)
 	}
-	e.m[m] = earlyEntry{until: until, call: call}
+	e.m[m] = earlyEntry{start: start, until: start.Add(EarlyGrace), call: call}
+}
+
+// settling reports whether a write behind a change of the set is still
+// expected to settle soon (made less than EarlySettleWait ago, not
+// settled yet), and until when it is.
+func (e *earlySet) settling(now time.Time) (until time.Time, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, en := range e.m {
+		if en.until.IsZero() {
+			continue
+		}
+		if end := en.start.Add(EarlySettleWait); now.Before(end) {
+			until, ok = earliest(until, end), true
+		}
+	}
+	return until, ok
 }
 
 // end ends the grace of m at once, if it has one, once the speaker call
@@ -139,13 +170,19 @@ func (e *earlySet) spare(items []Item) []Item {
 // committed or failed. A failed announcement is only logged: the
 // reconciler announces the rule again once the commit shows it. In a dry
 // run it does nothing.
-func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
+//
+// taken reports that the speaker holds the path now (its call returned
+// without an error within EarlyWait): what a pass would observe and
+// record as the rule's status, so the write's own commit may record it
+// (store.Input.Announced) and the pass after it has nothing to write.
+func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) (taken bool) {
 	if r.cfg.DryRun {
-		return
+		return false
 	}
 	r.log.Debug("announcing ahead of the commit", "text", rule)
 	call := make(chan struct{})
-	r.early.add(rule.Match, r.now().Add(EarlyGrace), call)
+	var ok atomic.Bool
+	r.early.add(rule.Match, r.now(), call)
 	go func() {
 		defer close(call)
 		op := "add"
@@ -160,13 +197,14 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 			r.log.Debug("early announcement failed; the reconciler retries after the commit", "text", rule, "error", err)
 			return
 		}
+		ok.Store(true)
 		if op != "" {
 			// The pass that follows adopts this path: it is counted here,
 			// once, as the change it is (an operator's, not drift).
 			r.recorder().Announced(rule.Match.Family(), op)
 		}
 	}()
-	r.awaitEarly(call)
+	return r.awaitEarly(call) && ok.Load()
 }
 
 // WithdrawEarly takes the path of m off the speaker ahead of the store
@@ -183,13 +221,20 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) {
 // it again at once. The withdrawal is the speaker's own (Speaker.Withdraw),
 // so a rule held back from some peers is withdrawn only where it went.
 // In a dry run it does nothing.
-func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
+//
+// gone reports that the speaker holds no path of m now (its call
+// returned without an error within EarlyWait): what a pass would observe
+// before it finishes the rule, so the withdrawal's own commit may finish
+// it (store.Store.WithdrawGone) and the pass after it has nothing to
+// write.
+func (r *Reconciler) WithdrawEarly(m flowspec.Match) (gone bool) {
 	if r.cfg.DryRun {
-		return
+		return false
 	}
 	r.log.Debug("withdrawing ahead of the commit", "match", m)
 	call := make(chan struct{})
-	r.leaving.add(m, r.now().Add(EarlyGrace), call)
+	var ok atomic.Bool
+	r.leaving.add(m, r.now(), call)
 	go func() {
 		defer close(call)
 		_, present, _ := r.s.Path(m)
@@ -197,19 +242,21 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) {
 			r.log.Debug("early withdrawal failed; the reconciler withdraws after the commit", "match", m, "error", err)
 			return
 		}
+		ok.Store(true)
 		if present {
 			r.recorder().Withdrawn(m.Family(), "retire")
 		}
 	}()
-	r.awaitEarly(call)
+	return r.awaitEarly(call) && ok.Load()
 }
 
 // awaitEarly waits until call is closed (the speaker call made ahead of
-// a commit returned), or EarlyWait on the reconciler's clock.
-func (r *Reconciler) awaitEarly(call <-chan struct{}) {
+// a commit returned), or EarlyWait on the reconciler's clock; returned
+// reports the former.
+func (r *Reconciler) awaitEarly(call <-chan struct{}) (returned bool) {
 	select {
 	case <-call:
-		return
+		return true
 	default:
 	}
 	t := r.clock.NewTimer()
@@ -217,8 +264,10 @@ func (r *Reconciler) awaitEarly(call <-chan struct{}) {
 	t.Reset(EarlyWait)
 	select {
 	case <-call:
+		return true
 	case <-t.C():
 		r.log.Debug("speaker call ahead of a commit still running; the commit goes on", "waited", EarlyWait)
+		return false
 	}
 }
 
@@ -229,9 +278,16 @@ func (r *Reconciler) awaitEarly(call <-chan struct{}) {
 // for the speaker call made ahead of the commit to have returned, so that
 // the pass that follows sees what it did (and neither announces nor
 // counts the change a second time).
-func (r *Reconciler) Settle(m flowspec.Match) {
+//
+// applied says the write committed and its commit recorded what the
+// speaker took (the status "announced", the rule finished): the RIB and
+// the store agree on m, so no pass is needed at once; the store change
+// of the commit is taken by the next pass, within EarlySettleWait.
+// Otherwise (a failed write, a change the speaker had not taken) a pass
+// runs at once.
+func (r *Reconciler) Settle(m flowspec.Match, applied bool) {
 	a, w := r.early.end(m), r.leaving.end(m)
-	if a || w {
+	if (a || w) && !applied {
 		r.Trigger()
 	}
 }

@@ -121,7 +121,7 @@ func TestRefusedEarlyWithdrawalIsAnnouncedAgainAtOnce(t *testing.T) {
 		// it), the write is settled.
 		refused := func() {
 			r.WithdrawEarly(m)
-			r.Settle(m)
+			r.Settle(m, false)
 		}
 		done := make(chan struct{})
 		switch at {
@@ -188,7 +188,7 @@ func TestFailedEarlyAnnouncementIsWithdrawnAtOnce(t *testing.T) {
 		// that fails.
 		failed := func() {
 			r.AnnounceEarly(flowspec.Rule{Match: m, Action: rateLimit(1000 * (i + 1))})
-			r.Settle(m)
+			r.Settle(m, false)
 		}
 		done := make(chan struct{})
 		sp.arm(&sp.onWithdraw, func() { failed(); close(done) }, i%2 == 0)

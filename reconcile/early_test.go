@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,11 +45,13 @@ func TestEarlyReturnsOnceTheSpeakerTookIt(t *testing.T) {
 			if op == "withdraw" {
 				sp.fakeSpeaker.Announce(context.Background(), []flowspec.Rule{rule})
 			}
+			// took is what the call reported: the speaker took the change.
+			var took atomic.Bool
 			early := func() {
 				if op == "announce" {
-					r.AnnounceEarly(rule)
+					took.Store(r.AnnounceEarly(rule))
 				} else {
-					r.WithdrawEarly(rule.Match)
+					took.Store(r.WithdrawEarly(rule.Match))
 				}
 			}
 			taken := func() bool {
@@ -83,9 +87,12 @@ func TestEarlyReturnsOnceTheSpeakerTookIt(t *testing.T) {
 			if !taken() {
 				t.Fatalf("%s returned before the speaker had taken the change", op)
 			}
+			if !took.Load() {
+				t.Fatalf("%s reported the speaker did not take the change it took", op)
+			}
 
 			// A speaker call that hangs holds the caller for EarlyWait only.
-			r.Settle(rule.Match)
+			r.Settle(rule.Match, false)
 			done = make(chan struct{})
 			go func() { early(); close(done) }()
 			wait(sp.entered, "speaker called again")
@@ -95,11 +102,81 @@ func TestEarlyReturnsOnceTheSpeakerTookIt(t *testing.T) {
 			})
 			fc.Advance(EarlyWait)
 			wait(done, op+" returned after EarlyWait")
-			sp.release <- struct{}{} // the call goes on in the background
-			r.Settle(rule.Match)     // waits for it to have returned
+			if took.Load() {
+				// Its commit must not record what the speaker may yet refuse.
+				t.Fatalf("%s returned after EarlyWait reported the speaker took the change", op)
+			}
+			sp.release <- struct{}{}    // the call goes on in the background
+			r.Settle(rule.Match, false) // waits for it to have returned
 			if !taken() {
 				t.Fatalf("the speaker call of the second %s did not complete", op)
 			}
+		})
+	}
+}
+
+// An early announcement the speaker refuses reports so: its commit must
+// not record the status "announced".
+func TestEarlyAnnouncementRefusedIsNotTaken(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	sp := newFakeSpeaker()
+	sp.announceErr = func(flowspec.Rule) error { return errors.New("refused (injected)") }
+	r := New(testLogger(t), newFakeStore(), sp, Config{Clock: fc})
+	rule := testRule(t, 1, discard())
+	if r.AnnounceEarly(rule) {
+		t.Fatal("AnnounceEarly reported a refused announcement as taken")
+	}
+	r.Settle(rule.Match, false)
+}
+
+// passCount counts the passes that ended.
+type passCount struct {
+	countRecorder
+	n atomic.Int64
+}
+
+func (c *passCount) PassDone(PassResult) { c.n.Add(1) }
+
+// A store or mirror change that lands while a single write made early
+// has not settled (most likely that write's own: its commit, its path in
+// the mirror) runs no pass then: a write that settles applied (its
+// commit recorded what the speaker took) leaves them to the pass that
+// comes EarlySettleWait later, one for a burst of writes; a write that
+// failed settles with a pass at once. A pass for each change ran right
+// when the next write's UPDATE left, on the same two cores.
+func TestWakesWaitForEarlySettle(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	st, sp := newFakeStore(), newFakeSpeaker()
+	passes := &passCount{}
+	r := New(testLogger(t), st, sp, Config{Clock: fc, Recorder: passes})
+	startLoop(t, r)
+	eventually(t, 30*time.Second, "the first pass", func() bool { return passes.n.Load() == 1 })
+
+	for i, applied := range []bool{false, true} {
+		rule := testRule(t, i+1, discard())
+		n := passes.n.Load()
+		start := fc.Now()
+		r.AnnounceEarly(rule)           // the mirror changes
+		id := st.add(rule, time.Time{}) // the write's commit
+		eventually(t, 30*time.Second, "the loop waiting EarlySettleWait for the write to settle", func() bool {
+			at, ok := fc.Next()
+			return ok && at.Equal(start.Add(EarlySettleWait))
+		})
+		if got := passes.n.Load(); got != n {
+			t.Fatalf("write %d: %d passes while it had not settled, want none", i, got-n)
+		}
+		r.Settle(rule.Match, applied)
+		if applied {
+			if got := passes.n.Load(); got != n {
+				t.Fatalf("write %d settled applied: %d passes at once, want none", i, got-n)
+			}
+			if at, ok := fc.Next(); !ok || !at.Equal(start.Add(EarlySettleWait)) {
+				t.Fatalf("write %d settled applied: next wake-up %v (%v), want EarlySettleWait after it started", i, at, ok)
+			}
+			fc.Advance(EarlySettleWait)
+		}
+		eventually(t, 30*time.Second, "a pass that adopts the committed rule", func() bool {
+			return passes.n.Load() > n && st.get(id).Announced
 		})
 	}
 }

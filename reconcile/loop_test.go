@@ -503,7 +503,7 @@ func TestEarlyUpdateIsNotDrift(t *testing.T) {
 		t.Fatalf("the pass put the old action back: %+v, RIB %v", res, sp.snapshot()[a.Match])
 	}
 	st.update(id, upd.Action, time.Time{})
-	r.Settle(a.Match)
+	r.Settle(a.Match, false)
 	if res := pass(t, r); res.Updated != 0 || res.Adopted != 1 {
 		t.Fatalf("after the commit: %+v", res)
 	}
@@ -774,7 +774,7 @@ func TestEarlyAnnouncement(t *testing.T) {
 		t.Fatal("early path withdrawn as an orphan before its commit")
 	}
 	st.add(committed, time.Time{})
-	r.Settle(committed.Match)
+	r.Settle(committed.Match, false)
 	if res := pass(t, r); res.Added != 0 || !inRIB(committed.Match) {
 		t.Fatalf("after the commit: %+v", res)
 	}
@@ -782,7 +782,7 @@ func TestEarlyAnnouncement(t *testing.T) {
 	abandoned := testRule(t, 2, discard())
 	r.AnnounceEarly(abandoned)
 	eventually(t, 5*time.Second, "second early path in the RIB", func() bool { return inRIB(abandoned.Match) })
-	r.Settle(abandoned.Match) // its write failed: no row
+	r.Settle(abandoned.Match, false) // its write failed: no row
 	pass(t, r)
 	if inRIB(abandoned.Match) {
 		t.Fatal("abandoned early path still in the RIB")

@@ -403,7 +403,13 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			return nil
 		case <-r.wake.c:
 		case <-storeCh:
+			if r.deferWake(retry) {
+				continue
+			}
 		case <-ribCh:
+			if r.deferWake(retry) {
+				continue
+			}
 		case <-expiry.C():
 		case <-retry.C():
 		case <-resync.C():
@@ -459,6 +465,35 @@ func (r *Reconciler) Seed(rev int64, rows *Rows, at time.Time) {
 	s.index(rows.take())
 	r.seed = s
 	r.src.track(true)
+}
+
+// deferWake leaves a store or mirror wake-up to a later pass while a
+// single write made early has not settled (EarlySettleWait): the retry
+// timer is armed for it. It reports whether it did.
+func (r *Reconciler) deferWake(retry clock.Timer) bool {
+	at, ok := r.settling()
+	if ok {
+		r.arm(retry, earliest(r.nextRetry(r.now()), at))
+	}
+	return ok
+}
+
+// settling reports whether a single write changed on the speaker ahead
+// of its commit is expected to settle soon, and until when
+// (EarlySettleWait).
+func (r *Reconciler) settling() (until time.Time, ok bool) {
+	now := r.now()
+	a, aok := r.early.settling(now)
+	w, wok := r.leaving.settling(now)
+	switch {
+	case aok && wok:
+		return earliest(a, w), true
+	case aok:
+		return a, true
+	case wok:
+		return w, true
+	}
+	return time.Time{}, false
 }
 
 // arm sets t to fire at at, or stops it when at is zero.

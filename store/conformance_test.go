@@ -25,6 +25,7 @@ func testConformance(t *testing.T, fresh freshFunc) {
 	t.Run("InvalidInput", func(t *testing.T) { testInvalid(t, fresh) })
 	t.Run("WithdrawThenFinish", func(t *testing.T) { testWithdraw(t, fresh) })
 	t.Run("WithdrawSeenOnlyIfUnchanged", func(t *testing.T) { testWithdrawSeen(t, fresh) })
+	t.Run("EarlyWritesRecordTheirOutcome", func(t *testing.T) { testEarlyOutcome(t, fresh) })
 	t.Run("NewRowAfterFinish", func(t *testing.T) { testNewRowAfterFinish(t, fresh) })
 	t.Run("FinishManyPerItem", func(t *testing.T) { testFinishMany(t, fresh) })
 	t.Run("FinishClearsThisSitesAnnounced", func(t *testing.T) { testFinishClearsAnnounced(t, fresh) })
@@ -225,6 +226,79 @@ func testWithdrawSeen(t *testing.T, fresh freshFunc) {
 	}
 	if _, err := s.WithdrawSeen(ctx, 12345, "x", Rule{ID: 12345}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("WithdrawSeen of an unknown id = %v, want ErrNotFound", err)
+	}
+}
+
+// A write whose change the speaker took ahead of the commit records in
+// that commit what the reconciler would write after it: an upsert
+// marked Announced this site's status, a withdrawal of a path gone
+// (WithdrawGone) the rule's final state, with the same history.
+func testEarlyOutcome(t *testing.T, fresh freshFunc) {
+	ctx := ctxT(t)
+	s := open(t, fresh(t), "a")
+	r, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "discard"), Actor: "det", Announced: true})
+	if err != nil || !r.Announced {
+		t.Fatalf("Upsert marked Announced = %+v, %v; want the status announced", r, err)
+	}
+	if g, err := s.Get(ctx, r.ID); err != nil || !g.Announced || g.LastError != "" {
+		t.Fatalf("stored after an Upsert marked Announced: %+v, %v", g, err)
+	}
+	// Another site's rule: not this site's status to record.
+	other, _, err := s.Upsert(ctx, Input{Rule: rule(t, 2, "discard"), Actor: "det", Sites: []string{"b"},
+		AllowUnknownSites: true, Announced: true})
+	if err != nil || other.Announced {
+		t.Fatalf("Upsert marked Announced of another site's rule = %+v, %v; want no status", other, err)
+	}
+	// A rule changed since it was seen is not withdrawn, let alone finished.
+	seen, err := s.GetBrief(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Upsert(ctx, Input{Rule: rule(t, 1, "rate-limit 1000"), Actor: "det"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WithdrawGone(ctx, r.ID, "det", &seen); !errors.Is(err, ErrChanged) {
+		t.Fatalf("WithdrawGone of a changed rule = %v, want ErrChanged", err)
+	}
+	if seen, err = s.GetBrief(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.WithdrawGone(ctx, r.ID, "det", &seen)
+	if err != nil || w.State != Withdrawn || w.Announced || !w.WithdrawRequested {
+		t.Fatalf("WithdrawGone = %+v, %v; want the rule withdrawn, not announced", w, err)
+	}
+	if g, err := s.Get(ctx, r.ID); err != nil || g.State != Withdrawn || g.Announced {
+		t.Fatalf("stored after WithdrawGone: %+v, %v", g, err)
+	}
+	evs, err := s.History(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, string(e.Kind))
+	}
+	if got, want := strings.Join(kinds, " "), "created status updated withdraw-requested withdrawn"; got != want {
+		t.Fatalf("history %q, want %q", got, want)
+	}
+	// Without seen, and for a rule already on its way out: answered as
+	// Withdraw answers it, not finished here.
+	plain, _, err := s.Upsert(ctx, Input{Rule: rule(t, 3, "discard"), Actor: "det"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Withdraw(ctx, plain.ID, "det"); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.WithdrawGone(ctx, plain.ID, "det", nil); err != nil || w.State != Active || !w.WithdrawRequested {
+		t.Fatalf("WithdrawGone of a rule already asked to withdraw = %+v, %v; want it as it was", w, err)
+	}
+	fresh3, _, err := s.Upsert(ctx, Input{Rule: rule(t, 4, "discard"), Actor: "det"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.WithdrawGone(ctx, fresh3.ID, "det", nil); err != nil || w.State != Withdrawn {
+		t.Fatalf("WithdrawGone without seen = %+v, %v; want the rule withdrawn", w, err)
 	}
 }
 

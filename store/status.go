@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // SetStatus records this site's announce status for the given rules, in one
@@ -18,65 +19,69 @@ func (s *Store) SetStatus(ctx context.Context, ids []int64, announced bool, last
 		return nil
 	}
 	return s.writeAs(ctx, "set rule status", len(ids), true, func(ctx context.Context, t *wtx) (bool, error) {
-		now := s.now()
-		// The statuses are read a chunk of rules at a time, and only the
-		// changes written: a reconciler reports a million rules after a
-		// bulk load, and one read per rule cost as much as its insert.
-		// A report sets one status for many rules: its history fields
-		// are encoded once, and the few statuses they had before once
-		// each.
-		newJS := statusFields(announced, lastErr)
-		olds := map[was]any{}
-		t.events = slices.Grow(t.events, len(ids)) // a history entry a rule, mostly
-		// Every row shares these: each is an argument once.
-		at, site, ann, le := s.eng.timeArg(now), any(s.site), any(announced), any(lastErr)
-		rows := make([]any, 0, statusCols*statusChunk)
-		for lo := 0; lo < len(ids); lo += lookupChunk {
-			if err := ctx.Err(); err != nil {
-				return false, err
-			}
-			chunk := ids[lo:min(lo+lookupChunk, len(ids))]
-			args := make([]any, 0, 1+len(chunk))
-			args = append(args, site)
-			for _, id := range chunk {
-				args = append(args, id)
-			}
-			found := make(map[int64]was, len(chunk))
-			q := `SELECT r.id, COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')
-				FROM rules r` + statusJoin + `
-				WHERE r.id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + `)`
-			if err := eachStatus(ctx, t, q, args, func(id int64, w was) { found[id] = w }); err != nil {
-				return false, err
-			}
-			// In the order asked, once per rule (unknown ids skipped).
-			for _, id := range chunk {
-				w, ok := found[id]
-				if !ok || (w.announced == announced && w.lastErr == lastErr) {
-					continue
-				}
-				delete(found, id)
-				rows = append(rows, id, site, ann, le, at)
-				oldJS, ok := olds[w]
-				if !ok {
-					oldJS = statusFields(w.announced, w.lastErr)
-					olds[w] = oldJS
-				}
-				t.eventJSON(id, now, EventStatus, "reconciler", s.site, oldJS, newJS)
-			}
-			// Many rows per statement: one statement per rule cost as
-			// much as the rule's insert.
-			for off := 0; off < len(rows); {
-				n := chunkSize((len(rows)-off)/statusCols, statusChunk)
-				if err := execRows(context.WithoutCancel(ctx), t, setStatusSQL(n), rows[off:off+n*statusCols]); err != nil {
-					return false, err
-				}
-				off += n * statusCols
-			}
-			clear(rows)
-			rows = rows[:0]
-		}
-		return false, nil
+		return false, s.statusTx(ctx, t, ids, announced, lastErr, s.now())
 	})
+}
+
+// statusTx is SetStatus inside t, at now.
+func (s *Store) statusTx(ctx context.Context, t *wtx, ids []int64, announced bool, lastErr string, now time.Time) error {
+	// The statuses are read a chunk of rules at a time, and only the
+	// changes written: a reconciler reports a million rules after a
+	// bulk load, and one read per rule cost as much as its insert.
+	// A report sets one status for many rules: its history fields
+	// are encoded once, and the few statuses they had before once
+	// each.
+	newJS := statusFields(announced, lastErr)
+	olds := map[was]any{}
+	t.events = slices.Grow(t.events, len(ids)) // a history entry a rule, mostly
+	// Every row shares these: each is an argument once.
+	at, site, ann, le := s.eng.timeArg(now), any(s.site), any(announced), any(lastErr)
+	rows := make([]any, 0, statusCols*statusChunk)
+	for lo := 0; lo < len(ids); lo += lookupChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		chunk := ids[lo:min(lo+lookupChunk, len(ids))]
+		args := make([]any, 0, 1+len(chunk))
+		args = append(args, site)
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		found := make(map[int64]was, len(chunk))
+		q := `SELECT r.id, COALESCE(s.announced, FALSE), COALESCE(s.last_error, '')
+			FROM rules r` + statusJoin + `
+			WHERE r.id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + `)`
+		if err := eachStatus(ctx, t, q, args, func(id int64, w was) { found[id] = w }); err != nil {
+			return err
+		}
+		// In the order asked, once per rule (unknown ids skipped).
+		for _, id := range chunk {
+			w, ok := found[id]
+			if !ok || (w.announced == announced && w.lastErr == lastErr) {
+				continue
+			}
+			delete(found, id)
+			rows = append(rows, id, site, ann, le, at)
+			oldJS, ok := olds[w]
+			if !ok {
+				oldJS = statusFields(w.announced, w.lastErr)
+				olds[w] = oldJS
+			}
+			t.eventJSON(id, now, EventStatus, "reconciler", s.site, oldJS, newJS)
+		}
+		// Many rows per statement: one statement per rule cost as
+		// much as the rule's insert.
+		for off := 0; off < len(rows); {
+			n := chunkSize((len(rows)-off)/statusCols, statusChunk)
+			if err := execRows(context.WithoutCancel(ctx), t, setStatusSQL(n), rows[off:off+n*statusCols]); err != nil {
+				return err
+			}
+			off += n * statusCols
+		}
+		clear(rows)
+		rows = rows[:0]
+	}
+	return nil
 }
 
 // was is a rule's status as SetStatus found it.

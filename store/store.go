@@ -137,6 +137,13 @@ type Input struct {
 	// (the caller did not give them); a new rule takes them from Input as
 	// they are. The zero value replaces every field.
 	Keep Keep
+	// Announced says this site's speaker holds the rule's path with its
+	// action already (an early announcement it took before the commit):
+	// Upsert records this site's status "announced" in the same
+	// transaction, as the reconciler would once its mirror showed the
+	// path, so that no second commit follows the write. Only Upsert
+	// reads it, and only for a rule that then targets this site.
+	Announced bool
 }
 
 // Keep is a set of Input fields an update leaves as stored.

@@ -112,6 +112,12 @@ func (s *Store) Upsert(ctx context.Context, in Input) (r Rule, created bool, err
 		e.at(now)
 		var changed bool
 		r, created, changed, err = s.upsertTx(ctx, t, &e, now)
+		if err == nil && in.Announced && r.State == Active && (len(r.Sites) == 0 || slices.Contains(r.Sites, s.site)) &&
+			(!r.Announced || r.LastError != "") {
+			if err = s.statusTx(ctx, t, []int64{r.ID}, true, "", now); err == nil {
+				r.Announced, r.LastError = true, ""
+			}
+		}
 		return changed, err
 	})
 	if err != nil {
@@ -422,18 +428,54 @@ var ErrChanged = errors.New("rule changed since it was read")
 // writes nothing and returns ErrChanged. The withdrawal's checks are then
 // those of the stored rule, as with a read right before Withdraw.
 func (s *Store) WithdrawSeen(ctx context.Context, id int64, actor string, seen Rule) (Rule, error) {
+	return s.withdrawOne(ctx, id, actor, &seen, false)
+}
+
+// WithdrawGone is Withdraw, or with seen WithdrawSeen, of a rule whose
+// path this site's speaker no longer holds: the caller took it off ahead
+// of the commit (an early withdrawal the speaker took). The same
+// transaction then also makes the rule Withdrawn and clears this site's
+// status, as the reconciler does (Finish) once its mirror shows the path
+// gone, so that no second commit follows the write. The history is the
+// same two entries. A rule that was not active or already on its way out
+// is answered as Withdraw answers it, and not finished here.
+func (s *Store) WithdrawGone(ctx context.Context, id int64, actor string, seen *Rule) (Rule, error) {
+	return s.withdrawOne(ctx, id, actor, seen, true)
+}
+
+// withdrawOne is Withdraw in one write: of the rule as seen (nil: as
+// stored), finished at once when gone.
+func (s *Store) withdrawOne(ctx context.Context, id int64, actor string, seen *Rule, gone bool) (Rule, error) {
 	var r Rule
 	err := s.write(ctx, "withdraw rule", 1, func(ctx context.Context, t *wtx) (bool, error) {
-		cur, err := s.brief(ctx, t, id)
+		if seen != nil {
+			cur, err := s.brief(ctx, t, id)
+			if err != nil {
+				return false, err
+			}
+			if !sameBrief(cur, *seen) {
+				return false, fmt.Errorf("rule %d: %w", id, ErrChanged)
+			}
+		}
+		var changed bool
+		var err error
+		r, changed, err = s.withdrawTx(ctx, t, id, actor)
+		if err != nil || !changed || !gone {
+			return changed, err
+		}
+		q, err := finishQuery(Withdrawn)
 		if err != nil {
 			return false, err
 		}
-		if !sameBrief(cur, seen) {
-			return false, fmt.Errorf("rule %d: %w", id, ErrChanged)
+		now := s.now()
+		finished, err := s.finishTx(ctx, t, id, Withdrawn, q, now)
+		if err != nil {
+			return false, err
 		}
-		var changed bool
-		r, changed, err = s.withdrawTx(ctx, t, id, actor)
-		return changed, err
+		if finished {
+			r.State, r.Announced, r.UpdatedAt = Withdrawn, false, now
+		}
+		return true, nil
 	})
 	return r, err
 }
