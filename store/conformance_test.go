@@ -178,6 +178,13 @@ func testInvalid(t *testing.T, fresh freshFunc) {
 		if _, _, err := s.Upsert(ctx, in); !errors.Is(err, ErrInvalidInput) {
 			t.Errorf("%s: Upsert = %v, want ErrInvalidInput", name, err)
 		}
+		// Behind inputs that pass, in a batch (a batch checks the
+		// reason and actor its inputs share once).
+		ok := Input{Rule: rule(t, 2, "discard"), Reason: "fine", Actor: "fine"}
+		var ie *InputError
+		if _, err := s.UpsertMany(ctx, []Input{ok, ok, in}); !errors.As(err, &ie) || ie.Index != 2 {
+			t.Errorf("%s: UpsertMany = %v, want the InputError of input 2", name, err)
+		}
 	}
 	if _, err := s.List(ctx, "bogus"); !errors.Is(err, ErrInvalidInput) {
 		t.Errorf("List(bogus) = %v, want ErrInvalidInput", err)

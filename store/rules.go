@@ -158,6 +158,13 @@ type encoded struct {
 
 // encode validates in; index is its position in a batch (-1: none).
 func encode(in Input, index int, now time.Time) (encoded, error) {
+	return encodeNext(in, index, now, nil)
+}
+
+// encodeNext is encode for the input of a batch that follows prev, which
+// encoded without error (nil for the first): the reason and actor a
+// batch's inputs mostly share are checked once, not once a rule.
+func encodeNext(in Input, index int, now time.Time, prev *Input) (encoded, error) {
 	bad := func(field, format string, args ...any) error {
 		return &InputError{Index: index, Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -168,11 +175,15 @@ func encode(in Input, index int, now time.Time) (encoded, error) {
 	if err != nil {
 		return encoded{}, bad("sites", "%v", err)
 	}
-	if err := CheckText(in.Reason, MaxReasonBytes); err != nil {
-		return encoded{}, bad("reason", "%v", err)
+	if prev == nil || in.Reason != prev.Reason {
+		if err := CheckText(in.Reason, MaxReasonBytes); err != nil {
+			return encoded{}, bad("reason", "%v", err)
+		}
 	}
-	if err := CheckText(in.Actor, MaxActorBytes); err != nil {
-		return encoded{}, bad("actor", "%v", err)
+	if prev == nil || in.Actor != prev.Actor {
+		if err := CheckText(in.Actor, MaxActorBytes); err != nil {
+			return encoded{}, bad("actor", "%v", err)
+		}
 	}
 	if in.Set != "" {
 		if err := CheckSetName(in.Set); err != nil {

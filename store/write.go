@@ -136,9 +136,13 @@ func (s *Store) UpsertMany(ctx context.Context, ins []Input) ([]Rule, error) {
 	}
 	now := s.now()
 	es := make([]encoded, len(ins))
-	for i, in := range ins {
+	for i := range ins {
+		var prev *Input
+		if i > 0 {
+			prev = &ins[i-1]
+		}
 		var err error
-		if es[i], err = encode(in, i, now); err != nil {
+		if es[i], err = encodeNext(ins[i], i, now, prev); err != nil {
 			return nil, err
 		}
 	}
