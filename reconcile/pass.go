@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
@@ -395,7 +396,9 @@ func (r *Reconciler) finished(items []Item, errs []error, res *PassResult) (fail
 		if it.State == store.Expired {
 			r.recordExpired(it.ID)
 		}
-		r.logs.change(r.log, changeFinished, "rule finished", "rule", it.ID, "state", it.State, "family", it.Match.Family())
+		if lv := r.logs.change(r.log, changeFinished); lv != hclog.NoLevel {
+			r.log.Log(lv, "rule finished", "rule", it.ID, "state", it.State, "family", it.Match.Family())
+		}
 	}
 	return failed
 }
@@ -530,6 +533,8 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	if len(todo) == 0 {
 		return
 	}
+	r.work.reserve(len(todo))
+	st.reserve(len(todo))
 	errs := make([]error, len(todo))
 	done := make([]bool, len(todo))
 	batches := (len(todo) + announceBatch - 1) / announceBatch
@@ -618,7 +623,9 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 		}
 	}
 	r.recorder().Announced(it.Match.Family(), kind)
-	r.logs.change(r.log, changeAnnounced, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+	if lv := r.logs.change(r.log, changeAnnounced); lv != hclog.NoLevel {
+		r.log.Log(lv, "rule announced", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+	}
 }
 
 // withdrawAll withdraws items (kind: "retire" or "orphan") in one call to
@@ -682,7 +689,9 @@ func (r *Reconciler) withdrawn(it Item, kind string, err error, now time.Time, r
 		r.orphaned.Add(1)
 	}
 	r.recorder().Withdrawn(it.Match.Family(), kind)
-	r.logs.change(r.log, changeWithdrawn, "rule withdrawn", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+	if lv := r.logs.change(r.log, changeWithdrawn); lv != hclog.NoLevel {
+		r.log.Log(lv, "rule withdrawn", "rule", it.ID, "op", kind, "family", it.Match.Family(), "text", it.Rule())
+	}
 }
 
 // storeDone updates the backoff for store errors (reads and writes): the

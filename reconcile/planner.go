@@ -374,6 +374,11 @@ func (pl *planner) full(now time.Time, look lookFunc, paths func(fn func(flowspe
 func (pl *planner) dirtyOnly(now time.Time, look lookFunc, adopt func(Item, *row)) (p Plan, ok bool) {
 	pl.dirtyPeak = max(pl.dirtyPeak, len(pl.dirty))
 	pl.compared = len(pl.dirty)
+	if len(pl.dirty) >= bigScratch {
+		// A bulk load's pass mostly adds: one array for them instead of
+		// doubling one up to a hundred thousand Items.
+		p.Add = make([]Item, 0, len(pl.dirty))
+	}
 	for m := range pl.dirty {
 		pl.rowBuf = pl.src.rowsOf(m, pl.rowBuf[:0])
 		for _, rw := range pl.rowBuf {
