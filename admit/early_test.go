@@ -122,6 +122,7 @@ type earlyRig struct {
 	rec    *reconcile.Reconciler
 	passes *passCounter
 	writes *reconcilerWrites
+	clock  *clock.Fake // the reconciler's; it moves only when a test moves it
 }
 
 func newEarlyRig(t *testing.T) *earlyRig {
@@ -142,7 +143,8 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	// Start returned: the mirror holds GoBGP's RIB (bgp.watchRIB).
 	passes := &passCounter{wake: make(chan struct{}, 1)}
 	writes := &reconcilerWrites{Store: st}
-	rec := reconcile.New(log.Named("reconcile"), writes, sp, reconcile.Config{Clock: clock.NewFake(time.Now()), Recorder: passes})
+	fc := clock.NewFake(time.Now())
+	rec := reconcile.New(log.Named("reconcile"), writes, sp, reconcile.Config{Clock: fc, Recorder: passes})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -151,7 +153,7 @@ func newEarlyRig(t *testing.T) *earlyRig {
 	t.Cleanup(func() { cancel(); <-done })
 	held := &heldStore{Store: st, entered: make(chan struct{}), release: make(chan error)}
 	g := admit.New(admit.Config{Store: held, Early: rec, EarlyReady: held.EarlyOK, EarlyWithdrawReady: held.EarlyWithdrawOK})
-	return &earlyRig{gate: g, st: held, sp: sp, rec: rec, passes: passes, writes: writes}
+	return &earlyRig{gate: g, st: held, sp: sp, rec: rec, passes: passes, writes: writes, clock: fc}
 }
 
 func (r *earlyRig) inRIB(m flowspec.Match) bool {
@@ -259,6 +261,9 @@ func (r *earlyRig) announced(t *testing.T, text string) store.Rule {
 		got, err := r.st.Get(context.Background(), stored.ID)
 		return err == nil && got.Announced && r.inRIB(stored.Rule.Match)
 	})
+	// The write settled applied: its changes wait for the pass that
+	// comes EarlySettleWait later, and so would any other change.
+	r.clock.Advance(reconcile.EarlySettleWait)
 	return stored
 }
 

@@ -71,6 +71,8 @@ type earlyEntry struct {
 	// start is when the change was made; until is the end of its grace
 	// (zero once settled).
 	start, until time.Time
+	// applied: settled with its outcome recorded by its commit (Settle).
+	applied bool
 	// call is closed once the speaker call made ahead of the commit
 	// returned; nil: none to wait for.
 	call chan struct{}
@@ -92,9 +94,11 @@ func (e *earlySet) settling(now time.Time) (until time.Time, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, en := range e.m {
-		if en.until.IsZero() {
-			continue
+		if en.until.IsZero() && !en.applied {
+			continue // settled failed: its pass runs at once
 		}
+		// Settled applied counts too: the loop may take the commit's
+		// wake-up only after Settle ran.
 		if end := en.start.Add(EarlySettleWait); now.Before(end) {
 			until, ok = earliest(until, end), true
 		}
@@ -106,7 +110,7 @@ func (e *earlySet) settling(now time.Time) (until time.Time, ok bool) {
 // made for it returned (a pass then sees what that call did, and a
 // withdrawal ahead of the commit cannot land after the next pass
 // announced the rule again).
-func (e *earlySet) end(m flowspec.Match) bool {
+func (e *earlySet) end(m flowspec.Match, applied bool) bool {
 	e.mu.Lock()
 	en, ok := e.m[m]
 	e.mu.Unlock()
@@ -119,7 +123,7 @@ func (e *earlySet) end(m flowspec.Match) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if cur, ok := e.m[m]; ok && cur.call == en.call {
-		e.m[m] = earlyEntry{}
+		e.m[m] = earlyEntry{start: en.start, applied: applied}
 	}
 	return true
 }
@@ -286,7 +290,7 @@ func (r *Reconciler) awaitEarly(call <-chan struct{}) (returned bool) {
 // Otherwise (a failed write, a change the speaker had not taken) a pass
 // runs at once.
 func (r *Reconciler) Settle(m flowspec.Match, applied bool) {
-	a, w := r.early.end(m), r.leaving.end(m)
+	a, w := r.early.end(m, applied), r.leaving.end(m, applied)
 	if (a || w) && !applied {
 		r.Trigger()
 	}

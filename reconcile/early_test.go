@@ -156,7 +156,12 @@ func TestWakesWaitForEarlySettle(t *testing.T) {
 		rule := testRule(t, i+1, discard())
 		n := passes.n.Load()
 		start := fc.Now()
-		r.AnnounceEarly(rule)           // the mirror changes
+		r.AnnounceEarly(rule) // the mirror changes
+		if applied {
+			// The loop may take the commit's wake-up only after the
+			// write settled: that one waits too.
+			r.Settle(rule.Match, true)
+		}
 		id := st.add(rule, time.Time{}) // the write's commit
 		eventually(t, 30*time.Second, "the loop waiting EarlySettleWait for the write to settle", func() bool {
 			at, ok := fc.Next()

@@ -24,7 +24,11 @@
 //     rule's status for this site. "Announced" is what the mirror showed
 //     a pass (the rule's path with its action); the store clears it when
 //     the rule finishes, which happens only once the mirror shows the path
-//     gone.
+//     gone. A single write made early whose change the speaker took
+//     (AnnounceEarly, WithdrawEarly report it) records the same in its own
+//     commit instead (store.Input.Announced, store.Store.WithdrawGone): what
+//     the speaker took is what a pass would have observed, and the write
+//     stays one commit.
 //
 // Unknown is never empty: when desired state cannot be read, the pass works
 // from the last rows it read and withdraws no orphans; when the RIB mirror

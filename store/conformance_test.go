@@ -284,6 +284,9 @@ func testEarlyOutcome(t *testing.T, fresh freshFunc) {
 	var kinds []string
 	for _, e := range evs {
 		kinds = append(kinds, string(e.Kind))
+		if e.Kind == EventStatus && (e.Actor != "reconciler" || e.Site != "a" || e.Old["announced"] != "false" || e.New["announced"] != "true") {
+			t.Errorf("status entry %+v, want the reconciler's of site a, announced false -> true", e)
+		}
 	}
 	if got, want := strings.Join(kinds, " "), "created status updated withdraw-requested withdrawn"; got != want {
 		t.Fatalf("history %q, want %q", got, want)
