@@ -434,7 +434,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 	goRun("heap floor", func(ctx context.Context) error {
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
-		keepHeapFloor(ctx, lightDone, heapFloor, t.C)
+		keepHeapFloor(ctx, lightDone, heapFloor, t.C, rec.ChangeCount)
 		return nil
 	})
 	if cfg.BGP.CompactAfter > 0 {

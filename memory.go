@@ -177,6 +177,30 @@ func lightGCUntilLoaded(ctx context.Context, log hclog.Logger, loaded <-chan str
 // collector (it runs first).
 const heapFloor = 64 << 20
 
+// Headroom during a burst. A bulk load through the API grows the table
+// from nothing to a few hundred MB, and with the default GOGC the
+// collector marks the whole live heap at every doubling on the way: a
+// runtime trace of 100,000 FlowSpec rules written through the API showed
+// its mark workers running 3.5 s of the load's 13.5 CPU-s, on the two
+// cores GoBGP and the store need (the same reason as the first load's
+// light collector). While the reconciler changed burstChanges paths or
+// more within the last burstTicks ticks (two seconds: its passes of a
+// load come a second or more apart, and a burst that ended between two of
+// them dropped the goal below the heap, a cycle for nothing; and less than
+// releaseQuiet, so that the goal is down again before releaseAfterBursts
+// hands the burst's free pages back, and none are taken again after), the goal is at least
+// burstHeadroom above the live heap: a load of that size is made with a
+// cycle or two instead of one per doubling. It costs at most
+// burstHeadroom of heap above the default during the burst (nothing once
+// the default goal is larger, past burstHeadroom of live heap), given
+// back when the burst ends: the goal drops at once, the next cycle comes,
+// and releaseAfterBursts returns the freed pages.
+const (
+	burstHeadroom = 512 << 20
+	burstChanges  = 1000
+	burstTicks    = 20
+)
+
 // floorPercent is the GOGC that puts the heap goal at floor for a live
 // heap of live bytes, and def when def already reaches it (or live is
 // not known yet).
@@ -188,9 +212,11 @@ func floorPercent(live, floor uint64, def int) int {
 }
 
 // keepHeapFloor waits for after to be closed, then sets GOGC from the
-// live heap (floorPercent) after every collection cycle, looking at each
-// tick, until ctx ends; then it restores the setting it found.
-func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, ticks <-chan time.Time) {
+// live heap (floorPercent) after every collection cycle, and whenever a
+// burst of path changes (changes, the reconciler's ChangeCount; nil: none)
+// starts or ends, looking at each tick, until ctx ends; then it restores
+// the setting it found.
+func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, ticks <-chan time.Time, changes func() uint64) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -208,11 +234,17 @@ func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tic
 	}
 	def := int(s[0].Value.Uint64())
 	defer debug.SetGCPercent(def)
-	cur, seen := def, ^uint64(0)
+	var b burstWatch
+	cur, seen, wasBurst := def, ^uint64(0), false
 	for {
-		if cycles := s[2].Value.Uint64(); cycles != seen {
-			seen = cycles
-			if pct := floorPercent(s[1].Value.Uint64(), floor, def); pct != cur {
+		burst := changes != nil && b.see(changes())
+		if cycles := s[2].Value.Uint64(); cycles != seen || burst != wasBurst {
+			seen, wasBurst = cycles, burst
+			live, goal := s[1].Value.Uint64(), floor
+			if burst {
+				goal = max(floor, live+burstHeadroom)
+			}
+			if pct := floorPercent(live, goal, def); pct != cur {
 				debug.SetGCPercent(pct)
 				cur = pct
 			}
@@ -224,4 +256,21 @@ func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tic
 			metrics.Read(s)
 		}
 	}
+}
+
+// burstWatch tells a burst of path changes from the change counts seen at
+// the last burstTicks ticks.
+type burstWatch struct {
+	counts [burstTicks]uint64
+	n      int // counts seen
+}
+
+// see records the count of this tick and reports whether it is
+// burstChanges or more past the count burstTicks ticks before.
+func (b *burstWatch) see(count uint64) bool {
+	oldest := b.counts[b.n%burstTicks]
+	full := b.n >= burstTicks
+	b.counts[b.n%burstTicks] = count
+	b.n++
+	return full && count-oldest >= burstChanges
 }

@@ -247,7 +247,7 @@ func TestKeepHeapFloor(t *testing.T) {
 	after := make(chan struct{})
 	done := make(chan struct{})
 	ticks := make(chan time.Time) // unbuffered: a send returns once the last tick's look is done
-	go func() { keepHeapFloor(ctx, after, floor, ticks); close(done) }()
+	go func() { keepHeapFloor(ctx, after, floor, ticks, nil); close(done) }()
 	runtime.GC()
 	if got := gcPercent(); got != before {
 		t.Errorf("GC percent %d before the light collector was done, want %d", got, before)
@@ -274,6 +274,74 @@ func TestKeepHeapFloor(t *testing.T) {
 		t.Errorf("GC percent %d with %d B live, want the default %d past half the floor", gcPercent(), readMetric("/gc/heap/live:bytes"), before)
 	}
 	runtime.KeepAlive(table)
+	cancel()
+	<-done
+	if got := gcPercent(); got != before {
+		t.Errorf("GC percent %d after the floor ended, want %d as before", got, before)
+	}
+}
+
+// TestBurstWatch: a burst is burstChanges or more path changes within the
+// last burstTicks ticks; it ends once fewer came within them.
+func TestBurstWatch(t *testing.T) {
+	var b burstWatch
+	count := uint64(0)
+	step := func(d uint64) bool { count += d; return b.see(count) }
+	for i := range burstTicks {
+		if step(burstChanges/burstTicks - 1) {
+			t.Fatalf("tick %d: a burst at %d changes a tick, fewer than %d a window", i, burstChanges/burstTicks-1, burstChanges)
+		}
+	}
+	if !step(burstChanges) {
+		t.Fatalf("no burst after %d changes in one tick", burstChanges)
+	}
+	for i := range burstTicks - 1 {
+		if !step(0) {
+			t.Fatalf("burst over %d quiet ticks after it, want it on for the window of %d", i+1, burstTicks)
+		}
+	}
+	if step(0) {
+		t.Fatalf("still a burst after %d quiet ticks", burstTicks)
+	}
+}
+
+// TestKeepHeapFloorBurst: a burst of path changes raises the goal to
+// burstHeadroom above the live heap at once (no cycle needed), and its
+// end brings the floor's setting back.
+func TestKeepHeapFloorBurst(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT set: keepHeapFloor leaves them alone")
+	}
+	const floor = 64 << 20
+	before := gcPercent()
+	ctx, cancel := context.WithCancel(context.Background())
+	after := make(chan struct{})
+	close(after)
+	done := make(chan struct{})
+	ticks := make(chan time.Time) // unbuffered: a send returns once the last tick's look is done
+	var changes atomic.Uint64
+	go func() { keepHeapFloor(ctx, after, floor, ticks, changes.Load); close(done) }()
+	tick := func() { ticks <- time.Time{} }
+	runtime.GC()
+	for range burstTicks + 1 {
+		tick()
+	}
+	tick() // the last tick's look is done
+	floorPct := gcPercent()
+	live := readMetric("/gc/heap/live:bytes")
+	changes.Add(burstChanges)
+	tick()
+	tick()
+	burstPct := gcPercent()
+	if want := int64(floorPercent(live, live+burstHeadroom, int(before))); burstPct <= floorPct || burstPct < want*9/10 {
+		t.Errorf("GC percent %d in a burst with %d B live, want about %d (the floor's %d)", burstPct, live, want, floorPct)
+	}
+	for range burstTicks + 1 {
+		tick()
+	}
+	if got := gcPercent(); got != floorPct {
+		t.Errorf("GC percent %d after the burst, want the floor's %d back", got, floorPct)
+	}
 	cancel()
 	<-done
 	if got := gcPercent(); got != before {
