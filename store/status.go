@@ -109,7 +109,7 @@ func eachStatus(ctx context.Context, t *wtx, q string, args []any, fn func(id in
 				ok2 = false
 			}
 			if !ok1 || !ok2 {
-				return fmt.Errorf("read rule status: unexpected row %v: the database schema is not the one this version expects; restore it from a backup or start from a fresh database file", v)
+				return fmt.Errorf("read rule status: unexpected row %v: the database may be damaged; check it (sqlite3 FILE 'PRAGMA integrity_check') or restore it from a backup", v)
 			}
 			fn(id, was{announced: ann != 0, lastErr: le})
 			return nil
