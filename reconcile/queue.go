@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
@@ -180,15 +181,17 @@ func (q *workQueue) idle() bool {
 // (a bulk pass): the map then grows once instead of doubling its way up,
 // rehashing every entry at each step (a tenth of a 100,000-rule pass's
 // CPU).
-func (q *workQueue) reserve(n int) {
+func (q *workQueue) reserve(n int) { q.expects = reserved(q.expects, n) }
+
+// reserved returns m, or when n is bigScratch or more a copy of it with
+// room for n more entries (see workQueue.reserve).
+func reserved[K comparable, V any](m map[K]V, n int) map[K]V {
 	if n < bigScratch {
-		return
+		return m
 	}
-	m := make(map[flowspec.Match]expect, len(q.expects)+n)
-	for k, v := range q.expects {
-		m[k] = v
-	}
-	q.expects = m
+	r := make(map[K]V, len(m)+n)
+	maps.Copy(r, m)
+	return r
 }
 
 // trim gives back the expectation map a large pass grew (Go maps never

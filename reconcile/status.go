@@ -32,16 +32,7 @@ type statusBatch struct {
 
 // reserve makes room for n more statuses when that is many (see
 // workQueue.reserve).
-func (b *statusBatch) reserve(n int) {
-	if n < bigScratch {
-		return
-	}
-	m := make(map[int64]ruleStatus, len(b.want)+n)
-	for k, v := range b.want {
-		m[k] = v
-	}
-	b.want = m
-}
+func (b *statusBatch) reserve(n int) { b.want = reserved(b.want, n) }
 
 func (b *statusBatch) set(id int64, announced bool, lastErr string) {
 	if b.want == nil {

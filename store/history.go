@@ -210,13 +210,7 @@ func (s *Store) flushEvents(ctx context.Context, w *wtx) error {
 		for _, e := range evs[:n] {
 			args = append(args, e.ruleID, at.get(s.eng, e.at), kind.get(string(e.kind)), actor.get(e.actor), site.get(e.site), e.oldJS, e.newJS)
 		}
-		var err error
-		if lt, ok := w.tx.(*sqliteTx); ok {
-			err = lt.execMany(ctx, insertEventsSQL(n), args)
-		} else {
-			_, err = w.exec(ctx, insertEventsSQL(n), args...)
-		}
-		if err != nil {
+		if err := execRows(ctx, w, insertEventsSQL(n), args); err != nil {
 			return fmt.Errorf("record history: %w", err)
 		}
 		evs = evs[n:]
