@@ -133,10 +133,10 @@ func (w *wireCounter) Reach() int64 {
 // waitReach returns once the speaker has announced n routes through the
 // relay (Reach), after each UPDATE was passed on to the peer. The
 // benchmarks wait on it before they ask BIRD whether it holds every
-// route: a count walks BIRD's whole table (~30 ms of BIRD's CPU at
-// 100,000 routes, ten times that at a million), so polling BIRD for the
-// whole load took a share of the two cores the run measures, and more of
-// it the longer the run.
+// route: a count walks BIRD's whole table (20 counts at 100,000 routes
+// took BIRD 600 ms of CPU, and a table of a million is ten times larger),
+// so polling BIRD for the whole load took a share of the two cores the
+// run measures, and more of it the longer the run.
 func (w *wireCounter) waitReach(t testing.TB, n int64, timeout time.Duration) {
 	t.Helper()
 	timer := time.NewTimer(timeout)
