@@ -56,7 +56,43 @@ func withConfig(t *testing.T, d *daemon, bird *birdtest.Router, after, extra str
 	}
 	d.stop()
 	d.start()
-	waitFor(t, 30*time.Second, "BGP session back", func() bool { return bird.Established(0) })
+	// BIRD may not have seen the old daemon's session close yet: ask the
+	// new daemon too.
+	waitFor(t, 30*time.Second, "BGP session back", func() bool {
+		return bird.Established(0) && strings.Contains(d.mustCLI("peers"), "established")
+	})
+}
+
+// explainDrift logs, once a drift subtest failed, what the speaker's RIB
+// held as GoBGP's own gRPC API lists it (the door the drift went in by)
+// and what BIRD had: it tells a drift that never reached the daemon's
+// speaker from one the reconciler did not repair.
+func explainDrift(t *testing.T, d *daemon, gc gobgpapi.GoBgpServiceClient, bird *birdtest.Router) {
+	if !t.Failed() {
+		return
+	}
+	t.Logf("drift counters (readded, orphans, replaced, speaker restarts, peer resets): %v", driftOf(d.sinceStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := gc.ListPath(ctx, &gobgpapi.ListPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL,
+		Family: &gobgpapi.Family{Afi: gobgpapi.Family_AFI_IP, Safi: gobgpapi.Family_SAFI_FLOW_SPEC_UNICAST}})
+	if err != nil {
+		t.Logf("speaker's RIB over gRPC: %v", err)
+	} else {
+		var paths []string
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				break
+			}
+			for _, p := range r.Destination.Paths {
+				paths = append(paths, fmt.Sprintf("%s %v", r.Destination.Prefix, p.Pattrs))
+			}
+		}
+		t.Logf("speaker's RIB over gRPC (%d paths):\n%s", len(paths), strings.Join(paths, "\n"))
+	}
+	m, err := bird.Routes("ft4")
+	t.Logf("BIRD's ft4 (%v): %v", err, m)
 }
 
 // logCount counts the log lines of the daemon that match re.
@@ -164,6 +200,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 	})
 
 	t.Run("withdrawn behind our back", func(t *testing.T) {
+		defer explainDrift(t, d, gc, bird)
 		r0, _ := flowspec.Parse(ruleText(0))
 		if _, err := gc.DeletePath(ctx, &gobgpapi.DeletePathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Family: apiPath(t, r0, true).Family, Path: apiPath(t, r0, true)}); err != nil {
 			t.Fatal(err)
@@ -174,6 +211,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 	})
 
 	t.Run("foreign path", func(t *testing.T) {
+		defer explainDrift(t, d, gc, bird)
 		foreign, _ := flowspec.Parse(ruleText(77))
 		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Path: apiPath(t, foreign, false)}); err != nil {
 			t.Fatal(err)
@@ -184,6 +222,7 @@ func TestDriftRepairedInBIRD(t *testing.T) {
 	})
 
 	t.Run("action changed", func(t *testing.T) {
+		defer explainDrift(t, d, gc, bird)
 		r1, _ := flowspec.Parse(ruleText(1))
 		r1.Action = flowspec.RateLimit(125000)
 		if _, err := gc.AddPath(ctx, &gobgpapi.AddPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL, Path: apiPath(t, r1, false)}); err != nil {

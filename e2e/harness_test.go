@@ -2,8 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +158,15 @@ func (d *daemon) logTail(n int) string {
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	var lines []string
+	for l := range strings.SplitSeq(strings.TrimRight(string(b), "\n"), "\n") {
+		// A waitFor polls /v1/status every 20 ms: its request lines
+		// would fill the tail and hide what the daemon did.
+		if strings.Contains(l, "request: method=GET") && strings.Contains(l, "status=200") {
+			continue
+		}
+		lines = append(lines, l)
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
@@ -170,6 +182,9 @@ func (d *daemon) kill() {
 }
 
 func (d *daemon) stop() {
+	if d.exited != nil && d.t.Failed() {
+		d.t.Logf("ribkeeper's goroutines in its own code when the test failed:\n%s", d.goroutines())
+	}
 	if d.exited != nil {
 		d.cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -183,8 +198,35 @@ func (d *daemon) stop() {
 		d.log.Close()
 	}
 	if d.t.Failed() {
-		d.t.Logf("ribkeeper log:\n%s", d.logTail(60))
+		d.t.Logf("ribkeeper log (successful GETs left out):\n%s", d.logTail(150))
 	}
+}
+
+// goroutines returns the running daemon's goroutine profile (pprof on the
+// control socket, stacks grouped), keeping the groups with a frame of
+// ribkeeper's own code: a failed test shows where the daemon waited.
+func (d *daemon) goroutines() string {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+		},
+	}}
+	resp, err := hc.Get("http://ribkeeper/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for g := range strings.SplitSeq(string(b), "\n\n") {
+		if strings.Contains(g, "ribkeeper/ribkeeper/") {
+			keep = append(keep, g)
+		}
+	}
+	return strings.Join(keep, "\n\n")
 }
 
 // cli runs a ribkeeper client command against this daemon.
