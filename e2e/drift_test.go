@@ -72,6 +72,15 @@ func explainDrift(t *testing.T, d *daemon, gc gobgpapi.GoBgpServiceClient, bird 
 		return
 	}
 	t.Logf("drift counters (readded, orphans, replaced, speaker restarts, peer resets): %v", driftOf(d.sinceStart()))
+	if b, err := os.ReadFile(d.dir + "/ribkeeper.log"); err == nil {
+		var lines []string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(l, "ribkeeper.reconcile") || strings.Contains(l, "rule changed") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("the reconciler's log and the rule changes:\n%s", strings.Join(lines, "\n"))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := gc.ListPath(ctx, &gobgpapi.ListPathRequest{TableType: gobgpapi.TableType_TABLE_TYPE_GLOBAL,

@@ -73,18 +73,21 @@ type earlyEntry struct {
 	start, until time.Time
 	// applied: settled with its outcome recorded by its commit (Settle).
 	applied bool
+	// action is what an early announcement put on the speaker (zero for
+	// a withdrawal).
+	action flowspec.Action
 	// call is closed once the speaker call made ahead of the commit
 	// returned; nil: none to wait for.
 	call chan struct{}
 }
 
-func (e *earlySet) add(m flowspec.Match, start time.Time, call chan struct{}) {
+func (e *earlySet) add(m flowspec.Match, a flowspec.Action, start time.Time, call chan struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m == nil {
 		e.m = make(map[flowspec.Match]earlyEntry)
 	}
-	e.m[m] = earlyEntry{start: start, until: start.Add(EarlyGrace), call: call}
+	e.m[m] = earlyEntry{start: start, until: start.Add(EarlyGrace), action: a, call: call}
 }
 
 // settling reports whether a write behind a change of the set is still
@@ -123,19 +126,27 @@ func (e *earlySet) end(m flowspec.Match, applied bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if cur, ok := e.m[m]; ok && cur.call == en.call {
-		e.m[m] = earlyEntry{start: en.start, applied: applied}
+		e.m[m] = earlyEntry{start: en.start, applied: applied, action: en.action}
 	}
 	return true
 }
 
-// expire drops the entries whose grace ended by now and returns their
-// Matches: a pass compares them again.
-func (e *earlySet) expire(now time.Time) (expired []flowspec.Match) {
+// ended is an entry whose grace ended: a pass compares its Match again.
+type ended struct {
+	m flowspec.Match
+	// applied: its write settled with its outcome recorded by its
+	// commit; for an announcement, the speaker held action.
+	applied bool
+	action  flowspec.Action
+}
+
+// expire drops the entries whose grace ended by now and returns them.
+func (e *earlySet) expire(now time.Time) (expired []ended) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for m, en := range e.m {
 		if !now.Before(en.until) {
-			expired = append(expired, m)
+			expired = append(expired, ended{m: m, applied: en.applied, action: en.action})
 			delete(e.m, m)
 		}
 	}
@@ -186,7 +197,7 @@ func (r *Reconciler) AnnounceEarly(rule flowspec.Rule) (taken bool) {
 	r.log.Debug("announcing ahead of the commit", "text", rule)
 	call := make(chan struct{})
 	var ok atomic.Bool
-	r.early.add(rule.Match, r.now(), call)
+	r.early.add(rule.Match, rule.Action, r.now(), call)
 	go func() {
 		defer close(call)
 		op := "add"
@@ -238,7 +249,7 @@ func (r *Reconciler) WithdrawEarly(m flowspec.Match) (gone bool) {
 	r.log.Debug("withdrawing ahead of the commit", "match", m)
 	call := make(chan struct{})
 	var ok atomic.Bool
-	r.leaving.add(m, r.now(), call)
+	r.leaving.add(m, flowspec.Action{}, r.now(), call)
 	go func() {
 		defer close(call)
 		_, present, _ := r.s.Path(m)

@@ -185,3 +185,41 @@ func TestWakesWaitForEarlySettle(t *testing.T) {
 		})
 	}
 }
+
+// A path announced ahead of its commit, whose write settled applied (the
+// commit recorded it announced), and removed behind the reconciler's
+// back before any pass compared it, is drift: the pass that puts it back
+// counts a re-add, as for a path a pass had adopted. The write's own
+// deferred pass (EarlySettleWait) may come after the removal; the
+// rule was on the routers all the same. Seen in the e2e drift test: a
+// gRPC DeletePath 60 ms after the write, re-added as a plain "add".
+func TestEarlyAnnouncedThenRemovedIsDrift(t *testing.T) {
+	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	st, sp := newFakeStore(), newFakeSpeaker()
+	passes := &passCount{}
+	r := New(testLogger(t), st, sp, Config{Clock: fc, Recorder: passes})
+	startLoop(t, r)
+	eventually(t, 30*time.Second, "the first pass", func() bool { return passes.n.Load() == 1 })
+
+	rule := testRule(t, 1, discard())
+	start := fc.Now()
+	if !r.AnnounceEarly(rule) {
+		t.Fatal("the speaker did not take the early announcement")
+	}
+	st.add(rule, time.Time{}) // the write's commit
+	r.Settle(rule.Match, true)
+	eventually(t, 30*time.Second, "the loop waiting EarlySettleWait for the write to settle", func() bool {
+		at, ok := fc.Next()
+		return ok && at.Equal(start.Add(EarlySettleWait))
+	})
+	if n := passes.n.Load(); n != 1 {
+		t.Fatalf("%d passes before EarlySettleWait, want the first only", n)
+	}
+	sp.set(rule.Match, flowspec.Action{}, false) // gone behind our back
+	fc.Advance(EarlySettleWait)
+	eventually(t, 30*time.Second, "the rule back on the speaker", func() bool {
+		a, in := sp.snapshot()[rule.Match]
+		return in && a == rule.Action
+	})
+	eventually(t, 30*time.Second, "the re-add counted", func() bool { return r.Drift().Readded == 1 })
+}

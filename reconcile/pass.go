@@ -125,18 +125,32 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	// would hold the change back as in flight until its settle timeout.
 	// A path withdrawn early went by our own hand: announcing it again
 	// repairs no drift.
+	// An announcement whose write settled applied was on the speaker with
+	// its rule's action, whether or not a pass saw it there (its pass
+	// may come after EarlySettleWait): once the rows are read, its rule
+	// counts as seen, so a path removed behind our back meanwhile is
+	// re-added as drift, not as a first addition.
+	var seen []ended
 	for _, set := range []*earlySet{&r.early, &r.leaving} {
 		if expired := set.expire(now); len(expired) > 0 {
-			for _, m := range expired {
-				r.plan.markDirty(m)
-				r.work.forget(m)
-				if set == &r.leaving {
-					r.unsee(m)
+			for _, x := range expired {
+				r.plan.markDirty(x.m)
+				r.work.forget(x.m)
+				switch {
+				case set == &r.leaving:
+					r.unsee(x.m)
+				case x.applied:
+					seen = append(seen, x)
 				}
 			}
 			r.quiet.ok = false
 		}
 	}
+	defer func() {
+		for _, x := range seen {
+			r.seeEarly(x.m, x.action)
+		}
+	}()
 	if full {
 		res.Full = true
 		r.rereadAt = now
@@ -726,6 +740,17 @@ func joinErr(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// seeEarly sets rowSeen on the rows of m that ask for a: an early
+// announcement put that path on the speaker and its write settled
+// applied.
+func (r *Reconciler) seeEarly(m flowspec.Match, a flowspec.Action) {
+	r.src.byMatch.each(m, func(id int64) {
+		if rw := r.src.byID[id]; rw != nil && rw.Action == a {
+			rw.flags |= rowSeen
+		}
+	})
 }
 
 // unsee clears rowSeen on the rows of m: its path was withdrawn.
