@@ -335,7 +335,7 @@ func (s *Speaker) onBestPaths(epoch uint64, paths []*apiutil.Path) {
 	// an older watch's paths never count against the new server (Leaked).
 	s.restarts.mu.Lock()
 	for _, u := range ups {
-		s.restarts.noteLocked(u.m)
+		s.restarts.noteLocked(u.m, u.del)
 	}
 	s.restarts.mu.Unlock()
 	first := !s.mirror.ready
