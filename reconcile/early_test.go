@@ -137,6 +137,19 @@ type passCount struct {
 
 func (c *passCount) PassDone(PassResult) { c.n.Add(1) }
 
+// countedLoop runs a reconciler on fakes and a fake clock, its passes
+// counted, and returns once its first pass is done.
+func countedLoop(t *testing.T) (*clock.Fake, *fakeStore, *fakeSpeaker, *passCount, *Reconciler) {
+	t.Helper()
+	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	st, sp := newFakeStore(), newFakeSpeaker()
+	passes := &passCount{}
+	r := New(testLogger(t), st, sp, Config{Clock: fc, Recorder: passes})
+	startLoop(t, r)
+	eventually(t, 30*time.Second, "the first pass", func() bool { return passes.n.Load() == 1 })
+	return fc, st, sp, passes, r
+}
+
 // A store or mirror change that lands while a single write made early
 // has not settled (most likely that write's own: its commit, its path in
 // the mirror) runs no pass then: a write that settles applied (its
@@ -145,12 +158,7 @@ func (c *passCount) PassDone(PassResult) { c.n.Add(1) }
 // failed settles with a pass at once. A pass for each change ran right
 // when the next write's UPDATE left, on the same two cores.
 func TestWakesWaitForEarlySettle(t *testing.T) {
-	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
-	st, sp := newFakeStore(), newFakeSpeaker()
-	passes := &passCount{}
-	r := New(testLogger(t), st, sp, Config{Clock: fc, Recorder: passes})
-	startLoop(t, r)
-	eventually(t, 30*time.Second, "the first pass", func() bool { return passes.n.Load() == 1 })
+	fc, st, _, passes, r := countedLoop(t)
 
 	for i, applied := range []bool{false, true} {
 		rule := testRule(t, i+1, discard())
@@ -194,12 +202,7 @@ func TestWakesWaitForEarlySettle(t *testing.T) {
 // rule was on the routers all the same. Seen in the e2e drift test: a
 // gRPC DeletePath 60 ms after the write, re-added as a plain "add".
 func TestEarlyAnnouncedThenRemovedIsDrift(t *testing.T) {
-	fc := clock.NewFake(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
-	st, sp := newFakeStore(), newFakeSpeaker()
-	passes := &passCount{}
-	r := New(testLogger(t), st, sp, Config{Clock: fc, Recorder: passes})
-	startLoop(t, r)
-	eventually(t, 30*time.Second, "the first pass", func() bool { return passes.n.Load() == 1 })
+	fc, st, sp, passes, r := countedLoop(t)
 
 	rule := testRule(t, 1, discard())
 	start := fc.Now()
