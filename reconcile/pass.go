@@ -54,7 +54,8 @@ func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (ne
 //	compare   the planner compares them (every Match, or the dirty ones)
 //	schedule  the work queue keeps what must wait and paces storms
 //	apply     the speaker calls, then the store's final states
-//	report    the status reporter writes what the pass observed
+//	report    the status reporter writes what the pass observed (what
+//	          the comparison saw while apply runs, apply's own after it)
 func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) time.Time {
 	storeErr := false
 	r.logs.begin()
@@ -76,12 +77,24 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	}
 	adds := r.schedule(p, empty, now, res)
 	r.logs.expect(len(adds) + len(p.Update) + len(p.Withdraw) + len(p.Retire) + len(p.Finish))
-	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &st)
+	// What the comparison observed (paths adopted, invalid and shadowed
+	// rules) is written while the speaker takes this pass's changes, not
+	// after them: during a bulk load those are the statuses of the last
+	// pass's 10,000s of announcements, and GoBGP's server loop would sit
+	// idle for the length of their commits. The two sets of statuses
+	// name different rules (an adopted path needs no change), and apply's
+	// own (the speaker's refusals) are written after it, below.
+	observed := r.startReport(ctx, &st, ob.storeOK)
+	var applied statusBatch
+	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &applied)
+	if r.endReport(observed, &st, ob.storeOK, res) {
+		storeErr = true
+	}
 	storeErr = storeErr || finishErr
 	if !ok {
 		return ob.nextExpiry
 	}
-	if r.report(ctx, &st, ob.storeOK, res) {
+	if r.report(ctx, &applied, ob.storeOK, res) {
 		storeErr = true
 	}
 	if ob.storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
@@ -403,17 +416,38 @@ func (r *Reconciler) finished(items []Item, errs []error, res *PassResult) (fail
 	return failed
 }
 
-// report writes the statuses the pass observed (the status reporter; in a
-// dry run nothing). When they cannot be written, their Matches are
-// compared again by the next pass, which sets them. storeErr reports a
-// failed write.
+// report writes the statuses of st (the status reporter; in a dry run
+// nothing) and waits for them, reading the store's next changes
+// meanwhile when there is enough to wait for. When they cannot be
+// written, their Matches are compared again by the next pass, which sets
+// them. storeErr reports a failed write.
 func (r *Reconciler) report(ctx context.Context, st *statusBatch, storeOK bool, res *PassResult) (storeErr bool) {
+	w := r.startReport(ctx, st, storeOK)
+	if w != nil && w.total >= readAheadMin {
+		r.src.prefetch(ctx, r.d)
+	}
+	return r.endReport(w, st, storeOK, res)
+}
+
+// startReport starts the writes of report off the loop and returns them
+// under way; nil when nothing is written (a dry run, desired state
+// unreadable, nothing to report). endReport waits for them.
+func (r *Reconciler) startReport(ctx context.Context, st *statusBatch, storeOK bool) *statusWrites {
+	if r.cfg.DryRun || !storeOK || len(st.want) == 0 {
+		return nil
+	}
+	return st.start(ctx, r.d, &r.src, r.now)
+}
+
+// endReport waits for the writes startReport started (w, from st) and
+// takes their results into the copy.
+func (r *Reconciler) endReport(w *statusWrites, st *statusBatch, storeOK bool, res *PassResult) (storeErr bool) {
 	if r.cfg.DryRun {
 		return false
 	}
 	unwritten := !storeOK
-	if storeOK {
-		if _, err := st.flush(ctx, r.d, &r.src, r.now); err != nil {
+	if w != nil {
+		if _, err := w.done(&r.src); err != nil {
 			storeErr, unwritten = true, true
 			res.Errors++
 			r.log.Warn("cannot write rule status", "error", err)
