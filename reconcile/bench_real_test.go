@@ -2,8 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"io"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"syscall"
@@ -288,6 +292,7 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 		go func() { done <- r.Run(ctx) }()
 		<-r.Loaded()
 		passes0 := rec.passCount()
+		stopTrace := benchTrace(b)
 		b.StartTimer()
 		t0, cpu0 := time.Now(), processCPU(b)
 		for lo := 0; lo < n; lo += batch {
@@ -300,6 +305,7 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 			}
 		}
 		write := time.Since(t0)
+		trace.Log(ctx, "bench", "written")
 		for sp.Len() < n {
 			if time.Since(t0) > 5*time.Minute {
 				b.Fatalf("mirror has %d of %d paths after 5 minutes", sp.Len(), n)
@@ -308,6 +314,7 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 		}
 		b.StopTimer()
 		total, cpu := time.Since(t0), processCPU(b)-cpu0
+		stopTrace()
 		cancel()
 		<-done
 		sp.Stop()
@@ -317,6 +324,32 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 		b.ReportMetric(cpu.Seconds(), "cpu-s")
 		b.ReportMetric(float64(rec.passCount()-passes0), "passes")
 		b.StartTimer()
+	}
+}
+
+// benchTrace writes a runtime trace to RIBKEEPER_BENCH_TRACE, if set,
+// until the returned function is called: how long GoBGP's server loop
+// waited for work, and on what, is in it.
+func benchTrace(b *testing.B) (stop func()) {
+	path := os.Getenv("RIBKEEPER_BENCH_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A CPU profile meanwhile puts CPU samples in the trace.
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		pprof.StopCPUProfile()
+		f.Close()
 	}
 }
 

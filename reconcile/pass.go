@@ -572,6 +572,9 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	errs := make([]error, len(todo))
 	done := make([]bool, len(todo))
 	batches := (len(todo) + announceBatch - 1) / announceBatch
+	// returned has a value for each batch the speaker took: the loop
+	// reads the store's next changes after each (see readAhead).
+	returned := make(chan struct{}, batches)
 	wait := startEach(batches, announceParallel, func() bool { return ctx.Err() != nil }, func(b int) {
 		lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
 		rules := make([]flowspec.Rule, hi-lo)
@@ -582,9 +585,10 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 		for i := lo; i < hi; i++ {
 			done[i] = true
 		}
+		returned <- struct{}{}
 	})
 	if len(todo) >= readAheadMin {
-		r.src.prefetch(ctx, r.d)
+		r.readAhead(ctx, batches, returned)
 	}
 	wait()
 	for i, it := range todo {
@@ -592,6 +596,25 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 			continue // interrupted: the caller reports it
 		}
 		r.announced(it, kind, errs[i], now, res, st)
+	}
+}
+
+// readAhead reads the store's changes for the next pass while the
+// speaker takes this one's batches: at once, then again each time a
+// batch returns (returned) until the last one is under way, or ctx ends
+// (then batches may never return). During a bulk load the API commits
+// thousands of rules while GoBGP takes a pass's additions; read once, at
+// the start, the rest waited for the next pass, and GoBGP's server loop
+// sat idle while the loop read them.
+func (r *Reconciler) readAhead(ctx context.Context, batches int, returned <-chan struct{}) {
+	r.src.prefetch(ctx, r.d)
+	for range batches - 1 {
+		select {
+		case <-returned:
+		case <-ctx.Done():
+			return
+		}
+		r.src.prefetch(ctx, r.d)
 	}
 }
 
