@@ -66,6 +66,7 @@ func BenchmarkBulk(b *testing.B) {
 			rss0, _, _ := settledRSS(b, d.pid(), nil)
 			r0 := wc.Reach()
 			b.StartTimer()
+			prof := d.profileWhile(b, "bulk", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 8))
 			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			addRules(b, d.client, 0, n, apiBatch, "")
@@ -73,6 +74,7 @@ func BenchmarkBulk(b *testing.B) {
 			wc.waitReach(b, r0+int64(n), 10*time.Minute)
 			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
 			b.StopTimer()
+			prof()
 			cpu, birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			report(b, el, write, rss0, cur, early, peak)

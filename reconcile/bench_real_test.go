@@ -2,10 +2,15 @@ package reconcile
 
 import (
 	"context"
+	"io"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,6 +193,12 @@ func (l *latencies) ExpiryLateness(d time.Duration) {
 	l.mu.Unlock()
 }
 
+func (l *latencies) passCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.passes)
+}
+
 func (l *latencies) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -251,4 +262,102 @@ func BenchmarkExpiry10k(b *testing.B) {
 		b.ReportMetric(float64(slowest)/float64(time.Millisecond), "max-expiry-pass-ms")
 		b.StartTimer()
 	}
+}
+
+// BenchmarkBulkLoad100k is the reconciler's part of a bulk load through
+// the API: 100,000 rules written to a real SQLite store in batches of
+// 1,000, one after the other (as the API's batch endpoint commits them),
+// while the loop runs against an in-process GoBGP (no peer); timed until
+// the mirror holds every path. write-s is when the last batch committed,
+// cpu-s the process's CPU meanwhile, passes the reconcile passes. What
+// it shows is how much the loop keeps GoBGP waiting: its reads, its
+// comparisons and its status writes between two passes' announcements.
+func BenchmarkBulkLoad100k(b *testing.B) {
+	const n, batch = 100_000, 1000
+	rules := benchRules(b, n)
+	for b.Loop() {
+		b.StopTimer()
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
+		if err := sp.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		rec := &latencies{}
+		r := New(hclog.NewNullLogger(), st, sp, Config{Recorder: rec})
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		<-r.Loaded()
+		passes0 := rec.passCount()
+		stopTrace := benchTrace(b)
+		b.StartTimer()
+		t0, cpu0 := time.Now(), processCPU(b)
+		for lo := 0; lo < n; lo += batch {
+			ins := make([]store.Input, 0, batch)
+			for _, rule := range rules[lo:min(lo+batch, n)] {
+				ins = append(ins, store.Input{Rule: rule, Actor: "bench"})
+			}
+			if _, err := st.UpsertMany(ctx, ins); err != nil {
+				b.Fatal(err)
+			}
+		}
+		write := time.Since(t0)
+		trace.Log(ctx, "bench", "written")
+		for sp.Len() < n {
+			if time.Since(t0) > 5*time.Minute {
+				b.Fatalf("mirror has %d of %d paths after 5 minutes", sp.Len(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		b.StopTimer()
+		total, cpu := time.Since(t0), processCPU(b)-cpu0
+		stopTrace()
+		cancel()
+		<-done
+		sp.Stop()
+		st.Close()
+		b.ReportMetric(write.Seconds(), "write-s")
+		b.ReportMetric(total.Seconds(), "total-s")
+		b.ReportMetric(cpu.Seconds(), "cpu-s")
+		b.ReportMetric(float64(rec.passCount()-passes0), "passes")
+		b.StartTimer()
+	}
+}
+
+// benchTrace writes a runtime trace to RIBKEEPER_BENCH_TRACE, if set,
+// until the returned function is called: how long GoBGP's server loop
+// waited for work, and on what, is in it.
+func benchTrace(b *testing.B) (stop func()) {
+	path := os.Getenv("RIBKEEPER_BENCH_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A CPU profile meanwhile puts CPU samples in the trace.
+	if err := pprof.StartCPUProfile(io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -54,7 +54,8 @@ func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (ne
 //	compare   the planner compares them (every Match, or the dirty ones)
 //	schedule  the work queue keeps what must wait and paces storms
 //	apply     the speaker calls, then the store's final states
-//	report    the status reporter writes what the pass observed
+//	report    the status reporter writes what the pass observed (what
+//	          the comparison saw while apply runs, apply's own after it)
 func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *snapshot, res *PassResult) time.Time {
 	storeErr := false
 	r.logs.begin()
@@ -76,12 +77,24 @@ func (r *Reconciler) pass(ctx context.Context, now time.Time, full bool, snap *s
 	}
 	adds := r.schedule(p, empty, now, res)
 	r.logs.expect(len(adds) + len(p.Update) + len(p.Withdraw) + len(p.Retire) + len(p.Finish))
-	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &st)
+	// What the comparison observed (paths adopted, invalid and shadowed
+	// rules) is written while the speaker takes this pass's changes, not
+	// after them: during a bulk load those are the statuses of the last
+	// pass's 10,000s of announcements, and GoBGP's server loop would sit
+	// idle for the length of their commits. The two sets of statuses
+	// name different rules (an adopted path needs no change), and apply's
+	// own (the speaker's refusals) are written after it, below.
+	observed := r.startReport(ctx, &st, ob.storeOK)
+	var applied statusBatch
+	ok, finishErr := r.apply(ctx, p, adds, ob.storeOK, now, res, &applied)
+	if r.endReport(observed, &st, ob.storeOK, res) {
+		storeErr = true
+	}
 	storeErr = storeErr || finishErr
 	if !ok {
 		return ob.nextExpiry
 	}
-	if r.report(ctx, &st, ob.storeOK, res) {
+	if r.report(ctx, &applied, ob.storeOK, res) {
 		storeErr = true
 	}
 	if ob.storeOK && !storeErr && res.Errors == 0 && res.Pending == 0 && (r.cfg.DryRun || !res.Changed()) &&
@@ -417,17 +430,38 @@ func (r *Reconciler) finished(items []Item, errs []error, res *PassResult) (fail
 	return failed
 }
 
-// report writes the statuses the pass observed (the status reporter; in a
-// dry run nothing). When they cannot be written, their Matches are
-// compared again by the next pass, which sets them. storeErr reports a
-// failed write.
+// report writes the statuses of st (the status reporter; in a dry run
+// nothing) and waits for them, reading the store's next changes
+// meanwhile when there is enough to wait for. When they cannot be
+// written, their Matches are compared again by the next pass, which sets
+// them. storeErr reports a failed write.
 func (r *Reconciler) report(ctx context.Context, st *statusBatch, storeOK bool, res *PassResult) (storeErr bool) {
+	w := r.startReport(ctx, st, storeOK)
+	if w != nil && w.total >= readAheadMin {
+		r.src.prefetch(ctx, r.d)
+	}
+	return r.endReport(w, st, storeOK, res)
+}
+
+// startReport starts the writes of report off the loop and returns them
+// under way; nil when nothing is written (a dry run, desired state
+// unreadable, nothing to report). endReport waits for them.
+func (r *Reconciler) startReport(ctx context.Context, st *statusBatch, storeOK bool) *statusWrites {
+	if r.cfg.DryRun || !storeOK || len(st.want) == 0 {
+		return nil
+	}
+	return st.start(ctx, r.d, &r.src, r.now)
+}
+
+// endReport waits for the writes startReport started (w, from st) and
+// takes their results into the copy.
+func (r *Reconciler) endReport(w *statusWrites, st *statusBatch, storeOK bool, res *PassResult) (storeErr bool) {
 	if r.cfg.DryRun {
 		return false
 	}
 	unwritten := !storeOK
-	if storeOK {
-		if _, err := st.flush(ctx, r.d, &r.src, r.now); err != nil {
+	if w != nil {
+		if _, err := w.done(&r.src); err != nil {
 			storeErr, unwritten = true, true
 			res.Errors++
 			r.log.Warn("cannot write rule status", "error", err)
@@ -552,6 +586,9 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	errs := make([]error, len(todo))
 	done := make([]bool, len(todo))
 	batches := (len(todo) + announceBatch - 1) / announceBatch
+	// returned has a value for each batch the speaker took: the loop
+	// reads the store's next changes after each (see readAhead).
+	returned := make(chan struct{}, batches)
 	wait := startEach(batches, announceParallel, func() bool { return ctx.Err() != nil }, func(b int) {
 		lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
 		rules := make([]flowspec.Rule, hi-lo)
@@ -562,9 +599,10 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 		for i := lo; i < hi; i++ {
 			done[i] = true
 		}
+		returned <- struct{}{}
 	})
 	if len(todo) >= readAheadMin {
-		r.src.prefetch(ctx, r.d)
+		r.readAhead(ctx, batches, returned)
 	}
 	wait()
 	for i, it := range todo {
@@ -572,6 +610,25 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 			continue // interrupted: the caller reports it
 		}
 		r.announced(it, kind, errs[i], now, res, st)
+	}
+}
+
+// readAhead reads the store's changes for the next pass while the
+// speaker takes this one's batches: at once, then again each time a
+// batch returns (returned) until the last one is under way, or ctx ends
+// (then batches may never return). During a bulk load the API commits
+// thousands of rules while GoBGP takes a pass's additions; read once, at
+// the start, the rest waited for the next pass, and GoBGP's server loop
+// sat idle while the loop read them.
+func (r *Reconciler) readAhead(ctx context.Context, batches int, returned <-chan struct{}) {
+	r.src.prefetch(ctx, r.d)
+	for range batches - 1 {
+		select {
+		case <-returned:
+		case <-ctx.Done():
+			return
+		}
+		r.src.prefetch(ctx, r.d)
 	}
 }
 

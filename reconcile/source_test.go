@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
@@ -246,4 +247,58 @@ func TestReadAheadKeepsWrittenStatus(t *testing.T) {
 	if _, all, err := c.read(ctx, st, now, true, nil, nop); err != nil || !all || len(c.ahead) != 0 {
 		t.Fatalf("full read = all %v, %v, %d reads ahead left", all, err, len(c.ahead))
 	}
+}
+
+// firstBatchHook is a fakeSpeaker whose first Announce call runs alone:
+// the others wait until it has announced and then called after.
+type firstBatchHook struct {
+	*fakeSpeaker
+	calls atomic.Int32
+	after func()
+	ran   chan struct{}
+	t     *testing.T
+}
+
+func (h *firstBatchHook) Announce(ctx context.Context, rules []flowspec.Rule) []error {
+	if h.calls.Add(1) == 1 {
+		errs := h.fakeSpeaker.Announce(ctx, rules)
+		h.after()
+		close(h.ran)
+		return errs
+	}
+	select {
+	case <-h.ran:
+	case <-time.After(30 * time.Second):
+		h.t.Error("the first Announce call never returned")
+	}
+	return h.fakeSpeaker.Announce(ctx, rules)
+}
+
+// A pass whose additions take several batches reads the store's changes
+// again each time a batch returns, not only once when the first batch
+// starts: during a bulk load, rules the API committed while GoBGP took
+// the pass's first batches are read by then, and the next pass does not
+// keep GoBGP waiting while it reads them.
+func TestPassReadsAheadAfterEachBatch(t *testing.T) {
+	st := newFakeStore()
+	n := 2*announceBatch + announceBatch/2 // three batches
+	for i := range n {
+		st.add(testRule(t, i, discard()), time.Time{})
+	}
+	var late int64
+	sp := &firstBatchHook{fakeSpeaker: newFakeSpeaker(), ran: make(chan struct{}), t: t}
+	sp.after = func() { late = st.add(testRule(t, n, discard()), time.Time{}) }
+	r := New(testLogger(t), st, sp, Config{})
+	r.runPass(context.Background(), true, nil)
+	if res := r.LastPass(); res.Added != n {
+		t.Fatalf("pass added %d, want %d", res.Added, n)
+	}
+	for _, dl := range r.src.ahead {
+		for _, rw := range dl.active {
+			if rw.ID == late {
+				return
+			}
+		}
+	}
+	t.Fatalf("the rule committed while the first batch was with the speaker was not read ahead (%d reads ahead)", len(r.src.ahead))
 }

@@ -47,6 +47,32 @@ func (b *statusBatch) set(id int64, announced bool, lastErr string) {
 // for writes that succeeded, so failed ones are retried by a later pass.
 // now gives the time each write returned.
 func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func() time.Time) (writes int, err error) {
+	w := b.start(ctx, d, c, now)
+	if w.total >= readAheadMin {
+		c.prefetch(ctx, d)
+	}
+	return w.done(c)
+}
+
+// statusWrites is a flush under way: its writes run off the loop, and
+// done takes their results into the copy, on the loop.
+type statusWrites struct {
+	chunks []statusChunkWrite
+	total  int // rules named by the writes
+	wait   func()
+}
+
+type statusChunkWrite struct {
+	st  ruleStatus
+	ids []int64
+	err error
+	at  time.Time
+}
+
+// start begins the writes of flush and returns without waiting for
+// them. The copy c is read here and changed only by done: nothing may
+// call start again before done.
+func (b *statusBatch) start(ctx context.Context, d Desired, c *source, now func() time.Time) *statusWrites {
 	groups := make(map[ruleStatus][]int64)
 	for id, st := range b.want {
 		if rw, ok := c.byID[id]; ok && rw.status() == st {
@@ -68,38 +94,34 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func(
 		}
 		return strings.Compare(a.lastErr, b.lastErr)
 	})
-	type chunk struct {
-		st  ruleStatus
-		ids []int64
-		err error
-		at  time.Time
-	}
-	var chunks []chunk
-	total := 0
+	w := &statusWrites{}
 	for _, st := range keys {
 		all := groups[st]
 		slices.Sort(all)
-		total += len(all)
+		w.total += len(all)
 		for lo := 0; lo < len(all); lo += statusChunk {
-			chunks = append(chunks, chunk{st: st, ids: all[lo:min(lo+statusChunk, len(all))]})
+			w.chunks = append(w.chunks, statusChunkWrite{st: st, ids: all[lo:min(lo+statusChunk, len(all))]})
 		}
 	}
 	// The chunks go to the store statusParallel at a time (its committer
-	// runs the next while the last one's commit syncs); the loop reads
-	// ahead meanwhile when there is enough to wait for. What the copy
-	// holds changes on the loop, in order, once they returned.
-	// Every chunk runs (none is skipped): a chunk not run would read as
+	// runs the next while the last one's commit syncs); the loop works
+	// meanwhile (reads ahead, talks to the speaker). What the copy holds
+	// changes on the loop, in order, once they returned (done). Every
+	// chunk runs (none is skipped): a chunk not run would read as
 	// written.
-	wait := startEach(len(chunks), statusParallel, func() bool { return false }, func(i int) {
+	chunks := w.chunks
+	w.wait = startEach(len(chunks), statusParallel, func() bool { return false }, func(i int) {
 		ch := &chunks[i]
 		ch.err = d.SetStatus(ctx, ch.ids, ch.st.announced, ch.st.lastErr)
 		ch.at = now()
 	})
-	if total >= readAheadMin {
-		c.prefetch(ctx, d)
-	}
-	wait()
-	for _, ch := range chunks {
+	return w
+}
+
+// done waits for the writes and records those that succeeded in c.
+func (w *statusWrites) done(c *source) (writes int, err error) {
+	w.wait()
+	for _, ch := range w.chunks {
 		if ch.err != nil {
 			if err == nil {
 				err = fmt.Errorf("set status of %d rules: %w", len(ch.ids), ch.err)

@@ -3,9 +3,12 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
 )
 
@@ -84,5 +87,62 @@ func TestStatusWrittenInChunks(t *testing.T) {
 	}
 	if writes, _ := b.flush(context.Background(), st, &src, time.Now); writes != 0 {
 		t.Errorf("the same report again wrote %d times", writes)
+	}
+}
+
+// statusSignal is a fakeStore that closes wrote once a status write
+// returned.
+type statusSignal struct {
+	*fakeStore
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func (s *statusSignal) SetStatus(ctx context.Context, ids []int64, announced bool, lastErr string) error {
+	err := s.fakeStore.SetStatus(ctx, ids, announced, lastErr)
+	s.once.Do(func() { close(s.wrote) })
+	return err
+}
+
+// The statuses a pass observed (here: a path adopted) are written while
+// the speaker takes the pass's additions, not after them: during a bulk
+// load they are the last pass's announcements, and GoBGP's server loop
+// waited idle for their commits. The speaker here does not return from
+// the addition until the adoption's status write returned.
+func TestObservedStatusWrittenWhileSpeakerWorks(t *testing.T) {
+	fs := newFakeStore()
+	st := &statusSignal{fakeStore: fs, wrote: make(chan struct{})}
+	sp := newFakeSpeaker()
+	adopted := fs.add(testRule(t, 1, discard()), time.Time{})
+	sp.set(testRule(t, 1, discard()).Match, discard(), true)
+	added := fs.add(testRule(t, 2, discard()), time.Time{})
+	addMatch := testRule(t, 2, discard()).Match
+	var overlapped atomic.Bool
+	sp.announceErr = func(r flowspec.Rule) error {
+		if r.Match != addMatch {
+			return nil
+		}
+		select {
+		case <-st.wrote:
+			overlapped.Store(true)
+		case <-time.After(30 * time.Second):
+		}
+		return nil
+	}
+	r := New(testLogger(t), st, sp, Config{})
+	r.runPass(context.Background(), true, nil)
+	if !overlapped.Load() {
+		t.Fatal("the adopted rule's status was not written while the speaker took the pass's addition")
+	}
+	if res := r.LastPass(); res.Added != 1 || res.Errors != 0 {
+		t.Fatalf("pass: %+v, want one addition and no errors", res)
+	}
+	if s := fs.get(adopted); !s.Announced || s.LastError != "" {
+		t.Fatalf("adopted rule's status: announced %v, error %q", s.Announced, s.LastError)
+	}
+	// The addition is reported once the mirror shows it (next pass).
+	pass(t, r)
+	if s := fs.get(added); !s.Announced {
+		t.Fatal("added rule not reported announced by the next pass")
 	}
 }
