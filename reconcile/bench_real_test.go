@@ -214,19 +214,9 @@ func BenchmarkExpiry10k(b *testing.B) {
 	rules := benchRules(b, n)
 	for b.Loop() {
 		b.StopTimer()
-		ctx, cancel := context.WithCancel(context.Background())
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
-		if err := sp.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
 		rec := &latencies{}
-		r := New(hclog.NewNullLogger(), st, sp, Config{Recorder: rec})
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		l := startRealLoop(b, bgp.Config{}, Config{Recorder: rec})
+		ctx, st := l.ctx, l.st
 		b.StartTimer()
 		start := time.Now().Add(3 * time.Second)
 		ins := make([]store.Input, n)
@@ -243,10 +233,7 @@ func BenchmarkExpiry10k(b *testing.B) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		b.StopTimer()
-		cancel()
-		<-done
-		sp.Stop()
-		st.Close()
+		l.stop()
 		slices.Sort(rec.lat)
 		ms := func(q float64) float64 {
 			return float64(rec.lat[min(int(q*float64(n)), n-1)]) / float64(time.Millisecond)
@@ -277,19 +264,9 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 	rules := benchRules(b, n)
 	for b.Loop() {
 		b.StopTimer()
-		ctx, cancel := context.WithCancel(context.Background())
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		sp := bgp.New(hclog.NewNullLogger(), bgp.Config{ASN: 65000, RouterID: netip.MustParseAddr("192.0.2.1"), ListenPort: -1})
-		if err := sp.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
 		rec := &latencies{}
-		r := New(hclog.NewNullLogger(), st, sp, Config{Recorder: rec})
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		l := startRealLoop(b, bgp.Config{}, Config{Recorder: rec})
+		ctx, st, sp, r := l.ctx, l.st, l.sp, l.r
 		<-r.Loaded()
 		passes0 := rec.passCount()
 		stopTrace := benchTrace(b)
@@ -315,16 +292,54 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 		b.StopTimer()
 		total, cpu := time.Since(t0), processCPU(b)-cpu0
 		stopTrace()
-		cancel()
-		<-done
-		sp.Stop()
-		st.Close()
+		l.stop()
 		b.ReportMetric(write.Seconds(), "write-s")
 		b.ReportMetric(total.Seconds(), "total-s")
 		b.ReportMetric(cpu.Seconds(), "cpu-s")
 		b.ReportMetric(float64(rec.passCount()-passes0), "passes")
 		b.StartTimer()
 	}
+}
+
+// realLoop is a reconciler running against a real SQLite store (in the
+// benchmark's temporary directory) and an in-process GoBGP without a
+// listener.
+type realLoop struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	st     *store.Store
+	sp     *bgp.Speaker
+	r      *Reconciler
+	done   chan error
+}
+
+// startRealLoop opens the store, starts the speaker (cfg, with the
+// benchmarks' ASN and router ID and no listener) and runs a reconciler
+// with rc on them.
+func startRealLoop(b *testing.B, cfg bgp.Config, rc Config) *realLoop {
+	b.Helper()
+	l := &realLoop{done: make(chan error, 1)}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	st, err := store.Open(l.ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.ASN, cfg.RouterID, cfg.ListenPort = 65000, netip.MustParseAddr("192.0.2.1"), -1
+	sp := bgp.New(hclog.NewNullLogger(), cfg)
+	if err := sp.Start(l.ctx); err != nil {
+		b.Fatal(err)
+	}
+	l.st, l.sp, l.r = st, sp, New(hclog.NewNullLogger(), st, sp, rc)
+	go func() { l.done <- l.r.Run(l.ctx) }()
+	return l
+}
+
+// stop ends the loop, then the speaker and the store.
+func (l *realLoop) stop() {
+	l.cancel()
+	<-l.done
+	l.sp.Stop()
+	l.st.Close()
 }
 
 // benchTrace writes a runtime trace to RIBKEEPER_BENCH_TRACE, if set,

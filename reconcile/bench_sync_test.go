@@ -118,19 +118,8 @@ func benchHeapPerPath(b *testing.B, rules []flowspec.Rule, cfg bgp.Config) {
 	}
 	for b.Loop() {
 		b.StopTimer()
-		ctx, cancel := context.WithCancel(context.Background())
-		st, err := store.Open(ctx, store.Config{Path: filepath.Join(b.TempDir(), "ribkeeper.db")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg.ASN, cfg.RouterID, cfg.ListenPort = 65000, netip.MustParseAddr("192.0.2.1"), -1
-		sp := bgp.New(hclog.NewNullLogger(), cfg)
-		if err := sp.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		r := New(hclog.NewNullLogger(), st, sp, Config{})
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
+		l := startRealLoop(b, cfg, Config{})
+		ctx, st, sp, r := l.ctx, l.st, l.sp, l.r
 		time.Sleep(100 * time.Millisecond)
 		base := heap()
 		b.StartTimer()
@@ -154,10 +143,7 @@ func benchHeapPerPath(b *testing.B, rules []flowspec.Rule, cfg bgp.Config) {
 		after := heap()
 		runtime.KeepAlive(rules)
 		b.ReportMetric(float64(int64(after)-int64(base))/float64(n), "B-heap/path")
-		cancel()
-		<-done
-		sp.Stop()
-		st.Close()
+		l.stop()
 		b.StartTimer()
 	}
 }
