@@ -179,12 +179,42 @@ type latencies struct {
 	mu     sync.Mutex
 	lat    []time.Duration
 	passes []PassResult
+	passed chan struct{} // a pass ended since the last wait looked (waitPass)
 }
 
 func (l *latencies) PassDone(p PassResult) {
 	l.mu.Lock()
 	l.passes = append(l.passes, p)
+	ch := l.passedLocked()
 	l.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (l *latencies) passedLocked() chan struct{} {
+	if l.passed == nil {
+		l.passed = make(chan struct{}, 1)
+	}
+	return l.passed
+}
+
+// waitPass returns once cond holds, checking it after each pass (what
+// it waits for is a pass's doing), or fails b after timeout.
+func (l *latencies) waitPass(b *testing.B, timeout time.Duration, what string, cond func() bool) {
+	l.mu.Lock()
+	ch := l.passedLocked()
+	l.mu.Unlock()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-ch:
+		case <-deadline.C:
+			b.Fatalf("after %v: %s", timeout, what)
+		}
+	}
 }
 
 func (l *latencies) ExpiryLateness(d time.Duration) {
@@ -226,12 +256,7 @@ func BenchmarkExpiry10k(b *testing.B) {
 		if _, err := st.UpsertMany(ctx, ins); err != nil {
 			b.Fatal(err)
 		}
-		for rec.count() < n {
-			if time.Since(start) > time.Minute {
-				b.Fatalf("%d of %d rules expired after a minute", rec.count(), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		rec.waitPass(b, time.Minute+10*time.Second, "not every rule expired", func() bool { return rec.count() >= n })
 		b.StopTimer()
 		l.stop()
 		slices.Sort(rec.lat)
@@ -283,12 +308,7 @@ func BenchmarkBulkLoad100k(b *testing.B) {
 		}
 		write := time.Since(t0)
 		trace.Log(ctx, "bench", "written")
-		for sp.Len() < n {
-			if time.Since(t0) > 5*time.Minute {
-				b.Fatalf("mirror has %d of %d paths after 5 minutes", sp.Len(), n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		rec.waitPass(b, 5*time.Minute, "the mirror lacks paths", func() bool { return sp.Len() >= n })
 		b.StopTimer()
 		total, cpu := time.Since(t0), processCPU(b)-cpu0
 		stopTrace()
