@@ -2,13 +2,11 @@ package e2e
 
 // ExaBGP as a sender, for comparison rows in the benchmarks (issue 10):
 // Debian's exabgp fed through its API process (exabgptest.Speaker.Send)
-// pushes the same rules as ruleText(i). Bodies for a b.Run("exabgp", ...)
-// beside "ours" and "gobgp":
-//
-//   - benchBulkExaBGP(b, n): N rules until BIRD holds them all, the UPDATEs
-//     counted on the wire (BenchmarkBulk/exabgp);
-//   - benchTTMExaBGP(b, n): one rule at a time, command to UPDATE arrival
-//     at a timestamping peer, p50/p99 (BenchmarkTimeToMitigate/exabgp).
+// pushes the same rules as ruleText(i). benchBulkExaBGP(b, n) is the body
+// of BenchmarkBulk/exabgp beside "ours" and "gobgp": N rules until BIRD
+// holds them all, the UPDATEs counted on the wire. The latency
+// benchmarks run ExaBGP beside ours at once instead (startLatencyRig,
+// bench_latency_test.go).
 
 import (
 	"fmt"
@@ -119,30 +117,6 @@ func benchBulkExaBGP(b *testing.B, n int) {
 		b.ReportMetric(float64(early-rss0)/float64(n), "B-rss-3s/path")
 		b.ReportMetric(mb(peak), "MB-peak")
 		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
-	}
-}
-
-// benchTTMExaBGP: for each of n rules, the time from writing one
-// "announce flow route" line to ExaBGP's API process until the UPDATE
-// carrying it arrives at a timestamping BGP peer (stampPeer on
-// benchBirdAddr). Reports p50/p99/max in ms.
-func benchTTMExaBGP(b *testing.B, n int) {
-	for range b.N {
-		b.StopTimer()
-		exabgptest.Binary(b)
-		peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
-		s := exabgptest.Start(b, exabgptest.Options{Address: benchSpeakerAddr, ASN: 65000,
-			Peers: []exabgptest.Peer{{Address: benchBirdAddr, Port: peerPort, ASN: 65001}}})
-		waitFor(b, 60*time.Second, "ExaBGP session with the stamp peer", peer.Established)
-		lat := make([]time.Duration, 0, n)
-		for i := range n {
-			t0 := time.Now()
-			if err := s.Send(exabgpFlow("announce", i)); err != nil {
-				b.Fatalf("write to ExaBGP's API process: %v", err)
-			}
-			lat = append(lat, waitStamped(b, peer, t0).Sub(t0))
-		}
-		reportLatency(b, lat)
 	}
 }
 

@@ -7,91 +7,67 @@ import (
 	"time"
 
 	"github.com/ribkeeper/ribkeeper/api"
-	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
-	"github.com/ribkeeper/ribkeeper/e2e/exabgptest"
 )
 
-// BenchmarkTimeToWithdraw: 200 rules announced one at a time (each
-// waited for at the peer), then withdrawn one at a time: from the start of
-// a single DELETE /v1/rules/{id} until the UPDATE withdrawing it arrives
-// at a timestamping stampPeer, p50/p99/max; beside ExaBGP 4.2 fed one
-// "withdraw flow route" line at a time through its API process, to the
-// same kind of peer. ack-p50-ms is when ribkeeper's answer (after the
-// durable commit) arrived. The shape of BenchmarkTimeToMitigate.
+// BenchmarkTimeToWithdraw: rules announced one at a time (each waited
+// for at the peer), then withdrawn one at a time: from the start of a
+// single DELETE /v1/rules/{id} until the UPDATE withdrawing it arrives at
+// a timestamping stampPeer, p50/p99/max; beside ExaBGP 4.2 fed one
+// "withdraw flow route" line at a time through its API process, to a peer
+// of its own. Both run at once, write by write in turn, in rounds of 200:
+// each round announces its 200 rules on both sides (untimed), then
+// withdraws them (see bench_latency_test.go). ack-p50-ms is when
+// ribkeeper's answer (after the durable commit) arrived.
 func BenchmarkTimeToWithdraw(b *testing.B) {
 	n := benchEnv(b, "RIBKEEPER_BENCH_TTW_N", 200)
-	b.Run("ours", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
-			d := startBenchDaemon(b, birdtest.FreePort(b, benchSpeakerAddr), benchBirdAddr, peerPort, "")
-			waitFor(b, 60*time.Second, "ribkeeper session with the stamp peer", peer.Established)
-			ids := make([]int64, n)
-			for i := range n {
-				t0 := time.Now()
-				r, _, err := d.client.AddRule(context.Background(), api.AddRuleRequest{Text: ruleText(i), TTL: "1h"})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids[i] = r.ID
-				waitStamped(b, peer, t0)
-			}
-			lat := make([]time.Duration, 0, n)
-			acks := make([]time.Duration, 0, n)
-			prof := d.profileWhile(b, "ttw", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 2))
-			cpu0 := cpuTime(b, d.pid())
-			b.StartTimer()
-			for _, id := range ids {
-				t0 := time.Now()
-				if _, err := d.client.WithdrawRule(context.Background(), id); err != nil {
-					b.Fatal(err)
-				}
-				acks = append(acks, time.Since(t0))
-				lat = append(lat, waitWithdrawal(b, peer, t0).Sub(t0))
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(cpuTime(b, d.pid())-cpu0)/float64(time.Millisecond)/float64(n), "cpu-ms/write")
-			prof()
-			reportLatency(b, lat)
-			slices.Sort(acks)
-			b.ReportMetric(float64(acks[len(acks)/2])/float64(time.Millisecond), "ack-p50-ms")
-		}
-	})
-	b.Run("exabgp", func(b *testing.B) { benchTTWExaBGP(b, n) })
-}
-
-// benchTTWExaBGP: n rules announced through ExaBGP's API one at a time
-// (each waited for at the peer), then for each the time from writing one
-// "withdraw flow route" line until the UPDATE withdrawing it arrives at a
-// timestamping BGP peer (stampPeer on benchBirdAddr). Reports p50/p99/max
-// in ms.
-func benchTTWExaBGP(b *testing.B, n int) {
-	for range b.N {
-		b.StopTimer()
-		exabgptest.Binary(b)
-		peer, peerPort := startStampPeer(b, benchBirdAddr, 65001)
-		s := exabgptest.Start(b, exabgptest.Options{Address: benchSpeakerAddr, ASN: 65000,
-			Peers: []exabgptest.Peer{{Address: benchBirdAddr, Port: peerPort, ASN: 65001}}})
-		waitFor(b, 60*time.Second, "ExaBGP session with the stamp peer", peer.Established)
+	r := startLatencyRig(b)
+	ids := map[int]int64{}
+	acks := make([]time.Duration, 0, n)
+	var cpu time.Duration
+	var ours, exa latencySide
+	for round := range latencyRounds(b) {
 		for i := range n {
+			k := round*n + i
 			t0 := time.Now()
-			if err := s.Send(exabgpFlow("announce", i)); err != nil {
-				b.Fatalf("write to ExaBGP's API process: %v", err)
+			rule, _, err := r.d.client.AddRule(context.Background(), api.AddRuleRequest{Text: ruleText(k), TTL: "1h"})
+			if err != nil {
+				b.Fatal(err)
 			}
-			waitStamped(b, peer, t0)
+			ids[k] = rule.ID
+			waitStamped(b, r.peer, t0)
+			t0 = time.Now()
+			r.exSend(b, exabgpFlow("announce", k))
+			waitStamped(b, r.exPeer, t0)
 		}
-		lat := make([]time.Duration, 0, n)
-		b.StartTimer()
-		for i := range n {
+		prof := func() {}
+		if round == 0 {
+			prof = r.d.profileWhile(b, "ttw", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 2))
+		}
+		cpu0 := cpuTime(b, r.d.pid())
+		o, e := interleave(1, n, func(i int) time.Duration {
+			k := round*n + i
 			t0 := time.Now()
-			if err := s.Send(exabgpFlow("withdraw", i)); err != nil {
-				b.Fatalf("write to ExaBGP's API process: %v", err)
+			if _, err := r.d.client.WithdrawRule(context.Background(), ids[k]); err != nil {
+				b.Fatal(err)
 			}
-			lat = append(lat, waitWithdrawal(b, peer, t0).Sub(t0))
-		}
-		b.StopTimer()
-		reportLatency(b, lat)
+			acks = append(acks, time.Since(t0))
+			return waitWithdrawal(b, r.peer, t0).Sub(t0)
+		}, func(i int) time.Duration {
+			t0 := time.Now()
+			r.exSend(b, exabgpFlow("withdraw", round*n+i))
+			return waitWithdrawal(b, r.exPeer, t0).Sub(t0)
+		})
+		cpu += cpuTime(b, r.d.pid()) - cpu0
+		prof()
+		ours.endRound(o.all)
+		exa.endRound(e.all)
 	}
+	b.Run("ours", func(b *testing.B) {
+		ours.report(b, &exa)
+		b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(len(ours.all)), "cpu-ms/write")
+		b.ReportMetric(ms(quantile(slices.Sorted(slices.Values(acks)), 0.5)), "ack-p50-ms")
+	})
+	b.Run("exabgp", func(b *testing.B) { exa.report(b, nil) })
 }
 
 // waitWithdrawal returns the arrival time of the next UPDATE that
