@@ -297,9 +297,16 @@ func startBenchPairCounted(b testing.TB, count bool) (*benchDaemon, *birdtest.Ro
 }
 
 // startBenchDaemon starts ribkeeper on benchSpeakerAddr:rkPort (SQLite,
-// log level info as in the example configuration) with one neighbor;
-// neighborKeys are more keys of its [[neighbor]] table.
+// log level info as in the example configuration) with one FlowSpec
+// neighbor; neighborKeys are more keys of its [[neighbor]] table (or
+// tables after it).
 func startBenchDaemon(b testing.TB, rkPort int, peerAddr string, peerPort int, neighborKeys string) *benchDaemon {
+	return startBenchDaemonFamilies(b, rkPort, peerAddr, peerPort, `"ipv4-flowspec", "ipv6-flowspec"`, neighborKeys)
+}
+
+// startBenchDaemonFamilies is startBenchDaemon with the neighbor's
+// families (TOML array items).
+func startBenchDaemonFamilies(b testing.TB, rkPort int, peerAddr string, peerPort int, families, neighborKeys string) *benchDaemon {
 	b.Helper()
 	dir := b.TempDir()
 	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
@@ -316,13 +323,13 @@ address = %[3]q
 asn = 65001
 port = %[4]d
 local_address = %[1]q
-families = ["ipv4-flowspec", "ipv6-flowspec"]
+families = [%[8]s]
 %[7]s
 [api]
 socket = %[5]q
 [store]
 path = %[6]q
-`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"), neighborKeys)
+`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"), neighborKeys, families)
 	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}

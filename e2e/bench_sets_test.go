@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	rkapi "github.com/ribkeeper/ribkeeper/api"
-	"github.com/ribkeeper/ribkeeper/cli"
 	"github.com/ribkeeper/ribkeeper/e2e/birdtest"
 )
 
@@ -175,36 +172,8 @@ func BenchmarkSets(b *testing.B) {
 // startSetDaemon starts ribkeeper for BenchmarkSets: as startBenchDaemon,
 // with the IPv4 unicast family (RTBH) to its one neighbor.
 func startSetDaemon(b testing.TB, rkPort int, peerAddr string, peerPort int) *benchDaemon {
-	b.Helper()
-	dir := b.TempDir()
-	d := &benchDaemon{b: b, dir: dir, conf: filepath.Join(dir, "ribkeeper.toml"), socket: filepath.Join(dir, "rk.sock")}
-	conf := fmt.Sprintf(`site = "bench"
-[log]
-level = "info"
-[bgp]
-asn = 65000
-router_id = %[1]q
-listen_addresses = [%[1]q]
-listen_port = %[2]d
-[[neighbor]]
-address = %[3]q
-asn = 65001
-port = %[4]d
-local_address = %[1]q
-families = ["ipv4-unicast"]
-[rtbh]
-next_hop_ipv4 = "192.0.2.99"
-[api]
-socket = %[5]q
-[store]
-path = %[6]q
-`, benchSpeakerAddr, rkPort, peerAddr, peerPort, d.socket, filepath.Join(dir, "rk.db"))
-	if err := os.WriteFile(d.conf, []byte(conf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	d.client = cli.NewClient(d.socket, 60*time.Second)
-	d.start()
-	b.Cleanup(d.stop)
-	d.waitSocket()
-	return d
+	return startBenchDaemonFamilies(b, rkPort, peerAddr, peerPort, `"ipv4-unicast"`, rtbhTable)
 }
+
+// rtbhTable is the RTBH benchmarks' [rtbh] table: rtbhNextHop.
+var rtbhTable = fmt.Sprintf("[rtbh]\nnext_hop_ipv4 = %q", rtbhNextHop)

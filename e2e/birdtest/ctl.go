@@ -129,6 +129,10 @@ func (c *Ctl) Counts(tables ...string) (map[string]int, error) {
 	return out, nil
 }
 
+// RouteTimeLayout is the layout of RouteTime's t, in the machine's local
+// time (BIRD's "timeformat route iso long us").
+const RouteTimeLayout = "2006-01-02 15:04:05.000000"
+
 // RouteTime returns the time BIRD shows for net (BIRD's text of it, as in
 // Route.Net) in table: when the route last changed, i.e. when the peer
 // last announced it. ok is false when table holds no route for net.
@@ -141,7 +145,7 @@ func (c *Ctl) RouteTime(table, net string) (t string, ok bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	// "flow4 { dst 198.51.100.9/32; }  [up0 2026-11-23 19:32:11.054] * (100)"
+	// "flow4 { dst 198.51.100.9/32; }  [up0 2026-11-23 19:32:11.054321] * (100)"
 	for _, l := range lines {
 		if !strings.HasPrefix(l, net) {
 			continue
