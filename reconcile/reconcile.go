@@ -425,7 +425,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			if !reading {
 				reading = true
 				r.src.track(true)
-				n := len(r.src.byID)
+				n := r.src.byID.len()
 				go func() { snaps <- readSnapshot(ctx, r.d, r.now, n) }()
 			}
 			continue
@@ -438,7 +438,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case snap = <-snaps:
 			reading = false
 			if snap.err == nil {
-				r.log.Debug("desired state re-read in the background", "rules", len(snap.byID), "took", snap.took)
+				r.log.Debug("desired state re-read in the background", "rules", snap.byID.len(), "took", snap.took)
 			}
 		}
 		nextExpiry, nextRetry := r.runPass(ctx, full, snap)

@@ -19,8 +19,8 @@ import (
 type source struct {
 	// byID points into the rows of the last full read, or to copies of
 	// rows read since: no allocation per row on a full read.
-	byID map[int64]*row
-	// byMatch holds the ids of the rows of each Match (one, unless the
+	byID rowIndex
+	// byMatch holds the rows of each Match (one, unless the
 	// store breaks its own uniqueness).
 	byMatch matchIDs
 	expiry  expiryHeap
@@ -140,8 +140,8 @@ func trimmed(ws []statusWrite) []statusWrite {
 
 // wrote records that the store holds st for row id since at.
 func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
-	rw, ok := c.byID[id]
-	if !ok {
+	rw := c.byID.get(id)
+	if rw == nil {
 		return
 	}
 	rw.setStatus(st)
@@ -149,13 +149,13 @@ func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 		return
 	}
 	c.writes = append(c.writes, statusWrite{id: id, at: at.UnixNano()})
-	if len(c.writes) > 2*len(c.byID)+1024 {
+	if len(c.writes) > 2*c.byID.len()+1024 {
 		// Keep the latest write of each row still in the copy.
 		slices.SortFunc(c.writes, func(a, b statusWrite) int {
 			return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(b.at, a.at))
 		})
 		c.writes = slices.CompactFunc(c.writes, func(a, b statusWrite) bool { return a.id == b.id })
-		c.writes = slices.DeleteFunc(c.writes, func(w statusWrite) bool { _, ok := c.byID[w.id]; return !ok })
+		c.writes = slices.DeleteFunc(c.writes, func(w statusWrite) bool { return c.byID.get(w.id) == nil })
 	}
 }
 
@@ -233,78 +233,82 @@ func (r *row) expiresAt() time.Time {
 	return time.Unix(0, r.expires)
 }
 
-// matchIDs indexes row ids by Match: one id per Match in one, the others
-// (the store breaking its own uniqueness) in more, which stays nil until
-// then. A Match's ids are one[m] followed by more[m]. Keeping the rare
-// duplicates apart makes the common entry 24 bytes (a 16-byte Match and
-// an id); an inline set with a pointer for duplicates made it 32, and at
-// a million rules the map's slots were 12 MB larger.
+// matchIDs indexes rows by Match: the first row of each Match in one,
+// the others (the store breaking its own uniqueness) in more, which stays
+// nil until then. A Match's rows are one's followed by more[m]. Keeping
+// the rare duplicates apart keeps one a table of a pointer per Match.
 type matchIDs struct {
-	one  map[flowspec.Match]int64
-	more map[flowspec.Match][]int64
+	one  rowIndex
+	more map[flowspec.Match][]*row
 }
 
-func newMatchIDs(n int) matchIDs { return matchIDs{one: make(map[flowspec.Match]int64, n)} }
+func newMatchIDs(n int) matchIDs { return matchIDs{one: newRowIndex(n, true)} }
 
 // has reports whether m has a row.
-func (x matchIDs) has(m flowspec.Match) bool {
-	_, ok := x.one[m]
-	return ok
+func (x *matchIDs) has(m flowspec.Match) bool { return x.one.getMatch(m) != nil }
+
+// only returns m's row when m has exactly one.
+func (x *matchIDs) only(m flowspec.Match) (*row, bool) {
+	r := x.one.getMatch(m)
+	return r, r != nil && len(x.more[m]) == 0
 }
 
-// only returns m's id when m has exactly one.
-func (x matchIDs) only(m flowspec.Match) (id int64, ok bool) {
-	id, ok = x.one[m]
-	return id, ok && len(x.more[m]) == 0
-}
+// shared reports whether m has several rows.
+func (x *matchIDs) shared(m flowspec.Match) bool { return len(x.more[m]) > 0 }
 
-// shared reports whether m has several ids.
-func (x matchIDs) shared(m flowspec.Match) bool { return len(x.more[m]) > 0 }
-
-func (x matchIDs) each(m flowspec.Match, fn func(int64)) {
-	id, ok := x.one[m]
-	if !ok {
+// each calls fn with every row of m.
+func (x *matchIDs) each(m flowspec.Match, fn func(*row)) {
+	r := x.one.getMatch(m)
+	if r == nil {
 		return
 	}
-	fn(id)
-	for _, id := range x.more[m] {
-		fn(id)
+	fn(r)
+	for _, r := range x.more[m] {
+		fn(r)
 	}
 }
 
 // all calls fn with every Match that has a row.
-func (x matchIDs) all(fn func(flowspec.Match)) {
-	for m := range x.one {
-		fn(m)
-	}
+func (x *matchIDs) all(fn func(flowspec.Match)) {
+	x.one.all(func(r *row) { fn(r.Match) })
 }
 
-// add adds id to m's ids and reports whether m has several now.
-func (x *matchIDs) add(m flowspec.Match, id int64) (shared bool) {
-	if _, ok := x.one[m]; !ok {
-		x.one[m] = id
+// len returns the number of Matches with a row.
+func (x *matchIDs) len() int { return x.one.len() }
+
+// add adds r to its Match's rows and reports whether the Match has
+// several now.
+func (x *matchIDs) add(r *row) (shared bool) {
+	if x.one.slots == nil {
+		x.one = newRowIndex(0, true)
+	}
+	if x.one.getMatch(r.Match) == nil {
+		x.one.put(r)
 		return false
 	}
 	if x.more == nil {
-		x.more = make(map[flowspec.Match][]int64)
+		x.more = make(map[flowspec.Match][]*row)
 	}
-	x.more[m] = append(x.more[m], id)
+	x.more[r.Match] = append(x.more[r.Match], r)
 	return true
 }
 
-// remove removes id from m's ids and reports whether m has any left.
-func (x *matchIDs) remove(m flowspec.Match, id int64) (left bool) {
+// remove removes r from its Match's rows and reports whether the Match
+// has any left.
+func (x *matchIDs) remove(r *row) (left bool) {
+	m := r.Match
 	more := x.more[m]
-	switch first, ok := x.one[m]; {
-	case !ok:
+	switch first := x.one.getMatch(m); {
+	case first == nil:
 		return false
-	case first == id && len(more) == 0:
-		delete(x.one, m)
+	case first == r && len(more) == 0:
+		x.one.del(r)
 		return false
-	case first == id:
-		x.one[m], more = more[len(more)-1], more[:len(more)-1]
+	case first == r:
+		x.one.swap(r, more[len(more)-1])
+		more = more[:len(more)-1]
 	default:
-		more = slices.DeleteFunc(more, func(x int64) bool { return x == id })
+		more = slices.DeleteFunc(more, func(o *row) bool { return o == r })
 	}
 	if len(more) == 0 {
 		delete(x.more, m)
@@ -312,6 +316,18 @@ func (x *matchIDs) remove(m flowspec.Match, id int64) (left bool) {
 		x.more[m] = more
 	}
 	return true
+}
+
+// moved points the index at to, a copy of from (compactRows).
+func (x *matchIDs) moved(from, to *row) {
+	if x.one.swap(from, to) {
+		return
+	}
+	if more := x.more[from.Match]; more != nil {
+		if i := slices.Index(more, from); i >= 0 {
+			more[i] = to
+		}
+	}
 }
 
 // serverMoves is the store's count of moves to another database server
@@ -362,7 +378,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 			if w.at < since {
 				continue
 			}
-			if o, n := old[w.id], c.byID[w.id]; o != nil && n != nil {
+			if o, n := old.get(w.id), c.byID.get(w.id); o != nil && n != nil {
 				n.setStatus(o.status())
 			}
 		}
@@ -377,7 +393,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if err != nil {
 			return false, false, err
 		}
-		rows, err := readAll(ctx, d, len(c.byID))
+		rows, err := readAll(ctx, d, c.byID.len())
 		if err != nil {
 			return false, false, err
 		}
@@ -449,17 +465,18 @@ func (c *source) apply(delta delta, dirty func(flowspec.Match)) (changed bool) {
 // which is at least as new (only this site's reconciler writes it).
 func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) (changed bool) {
 	for _, id := range delta.gone {
-		if old, ok := c.byID[id]; ok {
+		if old := c.byID.get(id); old != nil {
 			changed = true
 			dirty(old.Match)
 			c.unindex(old)
-			delete(c.byID, id)
+			c.byID.del(old)
 			c.stale(old)
 		}
 	}
 	for i := range delta.active {
 		r := delta.active[i]
-		old, ok := c.byID[r.ID]
+		old := c.byID.get(r.ID)
+		ok := old != nil
 		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
@@ -477,11 +494,12 @@ func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) 
 			}
 			dirty(old.Match)
 			c.unindex(old)
+			c.byID.del(old)
 			c.stale(old)
 		}
 		dirty(r.Match)
 		r.flags |= rowExtra
-		c.byID[r.ID] = &r
+		c.byID.put(&r)
 		c.extra = append(c.extra, &r)
 		c.index(&r)
 	}
@@ -489,7 +507,7 @@ func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) 
 		c.extra = slices.DeleteFunc(c.extra, func(r *row) bool { return r.flags&rowStale != 0 })
 		c.staleExtra = 0
 	}
-	if changed && len(c.expiry) > 2*len(c.byID)+1024 {
+	if changed && len(c.expiry) > 2*c.byID.len()+1024 {
 		c.rebuildExpiry()
 	}
 	return changed
@@ -502,7 +520,7 @@ type snapshot struct {
 	at      time.Time // when the read started
 	took    time.Duration
 	err     error
-	byID    map[int64]*row
+	byID    rowIndex
 	byMatch matchIDs
 	expiry  expiryHeap
 	rows    []row
@@ -589,14 +607,20 @@ func (c *source) loadRows(rows []row) {
 	old := c.byID
 	defer c.carry(old)
 	c.rows, c.extra, c.staleExtra = rows, nil, 0
-	c.byID = make(map[int64]*row, len(rows))
+	c.byID = newRowIndex(len(rows), false)
 	c.byMatch = newMatchIDs(len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
 	c.adopted = 0
 	for i := range rows {
 		r := &rows[i]
-		c.byID[r.ID] = r
-		if c.byMatch.add(r.Match, r.ID) {
+		if c.byID.get(r.ID) != nil {
+			// Not from a store (ids are its keys): the first row of
+			// an id stands.
+			r.flags |= rowStale
+			continue
+		}
+		c.byID.put(r)
+		if c.byMatch.add(r) {
 			c.share(r.Match)
 		}
 		if expiring(r) {
@@ -613,19 +637,15 @@ func (c *source) loadRows(rows []row) {
 // that follows sets it again on every path it adopts, and a path found
 // missing or changed by that very pass counts as added or updated, not
 // as drift.
-func (c *source) carry(old map[int64]*row) {
-	if len(old) == 0 {
+func (c *source) carry(old rowIndex) {
+	if old.len() == 0 {
 		return
 	}
-	for id, n := range c.byID {
-		o, ok := old[id]
-		if !ok {
-			continue
-		}
-		if o.Match == n.Match && o.Action == n.Action {
+	c.byID.all(func(n *row) {
+		if o := old.get(n.ID); o != nil && o.Match == n.Match && o.Action == n.Action {
 			n.flags |= o.flags & rowSeen
 		}
-	}
+	})
 }
 
 // stale marks r, just taken out of byID, as no longer a row of the copy
@@ -657,7 +677,7 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 	if !c.scattered() || (len(c.extra)-c.staleExtra < len(c.rows) && !quiet) {
 		return false
 	}
-	live := make([]row, 0, len(c.byID))
+	live := make([]row, 0, c.byID.len())
 	for i := range c.rows {
 		if c.rows[i].flags&rowStale == 0 {
 			live = append(live, c.rows[i])
@@ -668,12 +688,15 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 			live = append(live, *r)
 		}
 	}
-	if len(live) != len(c.byID) {
+	if len(live) != c.byID.len() {
 		return false // not the invariant this relies on; leave the copy alone
 	}
 	for i := range live {
 		live[i].flags &^= rowExtra
-		c.byID[live[i].ID] = &live[i]
+		// The old row still holds its key: the indexes find it by it.
+		from := c.byID.get(live[i].ID)
+		c.byID.swap(from, &live[i])
+		c.byMatch.moved(from, &live[i])
 	}
 	c.rows, c.extra, c.staleExtra = live, nil, 0
 	return true
@@ -692,19 +715,17 @@ func (c *source) scattered() bool {
 // when it has one.
 func (c *source) share(m flowspec.Match) {
 	shared := c.byMatch.shared(m)
-	c.byMatch.each(m, func(id int64) {
-		if r := c.byID[id]; r != nil {
-			if shared {
-				r.flags |= rowShared
-			} else {
-				r.flags &^= rowShared
-			}
+	c.byMatch.each(m, func(r *row) {
+		if shared {
+			r.flags |= rowShared
+		} else {
+			r.flags &^= rowShared
 		}
 	})
 }
 
 func (c *source) index(r *row) {
-	if c.byMatch.add(r.Match, r.ID) {
+	if c.byMatch.add(r) {
 		c.share(r.Match)
 	}
 	if expiring(r) {
@@ -717,18 +738,18 @@ func (c *source) index(r *row) {
 func (c *source) unindex(r *row) {
 	c.unadopt(r)
 	r.flags &^= rowShared
-	if c.byMatch.remove(r.Match, r.ID) {
+	if c.byMatch.remove(r) {
 		c.share(r.Match)
 	}
 }
 
 func (c *source) rebuildExpiry() {
 	c.expiry = c.expiry[:0]
-	for _, r := range c.byID {
+	c.byID.all(func(r *row) {
 		if expiring(r) {
 			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})
 		}
-	}
+	})
 	c.expiry.init()
 }
 
@@ -749,7 +770,7 @@ func (c *source) each(fn func(*row) bool) bool {
 
 // rowsOf appends the rows of Match m to buf.
 func (c *source) rowsOf(m flowspec.Match, buf []*row) []*row {
-	c.byMatch.each(m, func(id int64) { buf = append(buf, c.byID[id]) })
+	c.byMatch.each(m, func(r *row) { buf = append(buf, r) })
 	return buf
 }
 
@@ -761,8 +782,8 @@ func expiring(r *row) bool {
 
 // valid reports whether e still describes a row of the copy.
 func (c *source) valid(e expiryEntry) bool {
-	r, ok := c.byID[e.id]
-	return ok && expiring(r) && r.expires == e.at
+	r := c.byID.get(e.id)
+	return r != nil && expiring(r) && r.expires == e.at
 }
 
 // due calls fn with the Match of every row whose ExpiresAt has come by now
@@ -773,7 +794,7 @@ func (c *source) due(now time.Time, fn func(flowspec.Match)) {
 	for len(c.expiry) > 0 && c.expiry[0].at <= t {
 		e := c.expiry.pop()
 		if c.valid(e) {
-			fn(c.byID[e.id].Match)
+			fn(c.byID.get(e.id).Match)
 		}
 	}
 }
@@ -783,7 +804,7 @@ func (c *source) due(now time.Time, fn func(flowspec.Match)) {
 func (c *source) nextExpiry() time.Time {
 	for len(c.expiry) > 0 {
 		if e := c.expiry[0]; c.valid(e) {
-			return c.byID[e.id].expiresAt()
+			return c.byID.get(e.id).expiresAt()
 		}
 		c.expiry.pop()
 	}

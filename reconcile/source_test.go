@@ -41,28 +41,26 @@ func TestCompactRows(t *testing.T) {
 	c.apply(deltaOf(delta), nop)
 	// A changed row: replaced by a copy in extra.
 	c.apply(deltaOf(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}), nop)
-	c.byID[40].flags |= rowSeen
+	c.byID.get(40).flags |= rowSeen
 
-	want := make(map[int64]row, len(c.byID))
-	for id, r := range c.byID {
-		want[id] = *r
-	}
+	want := make(map[int64]row, c.byID.len())
+	c.byID.all(func(r *row) { want[r.ID] = *r })
 	c.compactRows(false)
-	if len(c.extra) != 0 || len(c.rows) != len(want) || len(c.byID) != len(want) {
-		t.Fatalf("after compacting: %d rows, %d extra, %d by id; want %d rows", len(c.rows), len(c.extra), len(c.byID), len(want))
+	if len(c.extra) != 0 || len(c.rows) != len(want) || c.byID.len() != len(want) {
+		t.Fatalf("after compacting: %d rows, %d extra, %d by id; want %d rows", len(c.rows), len(c.extra), c.byID.len(), len(want))
 	}
 	for i := range c.rows {
 		r := &c.rows[i]
 		w, ok := want[r.ID]
-		if !ok || c.byID[r.ID] != r {
-			t.Fatalf("row %d: in want %v, byID points into rows %v", r.ID, ok, c.byID[r.ID] == r)
+		if !ok || c.byID.get(r.ID) != r || c.byMatch.one.getMatch(r.Match) != r {
+			t.Fatalf("row %d: in want %v, byID points into rows %v, byMatch %v", r.ID, ok, c.byID.get(r.ID) == r, c.byMatch.one.getMatch(r.Match) == r)
 		}
 		w.flags &^= rowExtra
 		if *r != w {
 			t.Fatalf("row %d changed: %+v, want %+v", r.ID, *r, w)
 		}
 	}
-	if c.byID[30].Action != rateLimit(5) || c.byID[40].flags&rowSeen == 0 {
+	if c.byID.get(30).Action != rateLimit(5) || c.byID.get(40).flags&rowSeen == 0 {
 		t.Fatal("a row's fields were lost")
 	}
 	// Below the threshold (fewer extra rows than rows): left alone.
@@ -84,11 +82,11 @@ func TestCompactRows(t *testing.T) {
 		t.Fatalf("a busy pass compacted %d new rows against %d old", bigScratch+1, len(c.rows))
 	}
 	c.compactRows(true)
-	if len(c.extra) != 0 || len(c.rows) != len(c.byID) {
-		t.Fatalf("after a quiet pass: %d extra, %d rows, %d by id", len(c.extra), len(c.rows), len(c.byID))
+	if len(c.extra) != 0 || len(c.rows) != c.byID.len() {
+		t.Fatalf("after a quiet pass: %d extra, %d rows, %d by id", len(c.extra), len(c.rows), c.byID.len())
 	}
 	for i := range c.rows {
-		if c.byID[c.rows[i].ID] != &c.rows[i] {
+		if c.byID.get(c.rows[i].ID) != &c.rows[i] || c.byMatch.one.getMatch(c.rows[i].Match) != &c.rows[i] {
 			t.Fatalf("row %d: byID does not point into the compacted rows", c.rows[i].ID)
 		}
 	}
@@ -166,8 +164,8 @@ func TestFullReadHoldsNoStoreRules(t *testing.T) {
 	check("first pass", 1)
 
 	snap := readSnapshot(context.Background(), h, time.Now, 0)
-	if snap.err != nil || len(snap.byID) != n {
-		t.Fatalf("background read: %d rules, %v", len(snap.byID), snap.err)
+	if snap.err != nil || snap.byID.len() != n {
+		t.Fatalf("background read: %d rules, %v", snap.byID.len(), snap.err)
 	}
 	check("background read", 2)
 
@@ -233,7 +231,7 @@ func TestReadAheadKeepsWrittenStatus(t *testing.T) {
 	if _, all, err := c.read(ctx, st, now, false, nil, nop); err != nil || all {
 		t.Fatalf("read = all %v, %v; want an incremental read", all, err)
 	}
-	if !c.byID[id].announced() {
+	if !c.byID.get(id).announced() {
 		t.Fatal("the read ahead undid the status written after it")
 	}
 	if len(c.ahead) != 0 {
