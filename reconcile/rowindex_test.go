@@ -3,6 +3,7 @@ package reconcile
 import (
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 )
@@ -91,5 +92,16 @@ func TestRowIndex(t *testing.T) {
 	// The load stays at most three quarters.
 	if byID.used*4 > len(byID.slots)*3 {
 		t.Fatalf("%d of %d slots used", byID.used, len(byID.slots))
+	}
+}
+
+// TestRowSize: the reconciler keeps a row per rule; at a million rules
+// every 8 bytes of it is 8 MB.
+func TestRowSize(t *testing.T) {
+	if n := unsafe.Sizeof(row{}); n > 56 {
+		t.Fatalf("row is %d bytes, want at most 56", n)
+	}
+	if s := errTextOf("peer refused"); s.String() != "peer refused" || errTextOf("") != (errText{}) || (errText{}).String() != "" {
+		t.Fatal("errText does not give back its text")
 	}
 }
