@@ -173,7 +173,11 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	// rows read (they still expire on time) but withdraw no orphans and
 	// write nothing to the store.
 	ob.storeOK = true
+	drifted := r.src.drifted
 	changed, all, err := r.src.read(ctx, r.d, now, full, snap, r.plan.markDirty)
+	if r.src.drifted != drifted {
+		r.log.Warn("the reconciler's copy of the desired rules differed from the store at the periodic resync; every rule was read again (please report this)")
+	}
 	switch {
 	case err == nil:
 		if all {

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"slices"
 	"time"
 	"unique"
@@ -60,6 +61,10 @@ type source struct {
 	ahead []delta
 	// spare is an array of rows for the next read ahead, for reuse.
 	spare []row
+	// seed hashes rows into sums (readSums, verify); drifted counts the
+	// resyncs that found the copy differing from the store.
+	seed    maphash.Seed
+	drifted uint64
 }
 
 // maxAhead bounds the reads prefetch keeps for the next pass: a pass of
@@ -377,6 +382,21 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 	if snap != nil || full || !c.ok || serverMoves(d) != c.moves {
 		c.ahead = nil
 	}
+	if snap != nil && snap.sums != nil {
+		if snap.err != nil {
+			return false, false, snap.err
+		}
+		ok, err := c.verify(ctx, d, snap, dirty)
+		if err != nil {
+			return false, false, err
+		}
+		if ok {
+			return true, true, nil
+		}
+		// The copy drifted from the store: read every row, here.
+		snap, full = nil, true
+		c.drifted++
+	}
 	if snap != nil {
 		// Also the first read, from a seed (Reconciler.Seed).
 		if snap.err != nil {
@@ -534,7 +554,8 @@ func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) 
 }
 
 // snapshot is a complete read of the desired rows made off the loop
-// goroutine (the periodic resync), indexed and ready to swap in.
+// goroutine: indexed and ready to swap in (a seed, Reconciler.Seed), or
+// only a sum of each row (the periodic resync, readSums).
 type snapshot struct {
 	rev     int64
 	at      time.Time // when the read started
@@ -544,6 +565,130 @@ type snapshot struct {
 	byMatch matchIDs
 	expiry  expiryHeap
 	rows    []row
+	// sums, when not nil, is the read as rowSums in id order, and the
+	// other fields are empty: source.verify compares it with the copy.
+	sums []rowSum
+}
+
+// rowSum is a row of a complete read as its id and a hash of what the
+// reconciler keeps of it (sumOf).
+type rowSum struct {
+	id  int64
+	sum uint64
+}
+
+// sumKey is what a rowSum hashes: everything rowOf keeps of a stored
+// rule, none of what the reconciler adds (rowKept and the bookkeeping
+// flags).
+type sumKey struct {
+	match   flowspec.Match
+	action  flowspec.Action
+	expires int64
+	lastErr errText
+	flags   uint8
+}
+
+// sumSeed returns the seed of the copy's sums (readSums, verify), made
+// on first use.
+func (c *source) sumSeed() maphash.Seed {
+	if c.seed == (maphash.Seed{}) {
+		c.seed = maphash.MakeSeed()
+	}
+	return c.seed
+}
+
+// sumOf hashes what r says of its stored rule. seed is the process's
+// (sums are compared within it only).
+func sumOf(seed maphash.Seed, r *row) uint64 {
+	return maphash.Comparable(seed, sumKey{r.Match, r.Action, r.expires, r.lastErr, r.flags & (rowWithdraw | rowFinal | rowAnnounced)})
+}
+
+// readSums reads every active row of d as sums, for the periodic resync:
+// the safety net must catch a copy that drifted from the store (a change
+// the revisions did not show), but a second copy of a million rows to
+// find that out cost ~100 MB for the length of the read and its swap
+// (170-250 MB before the copy's tables shrank); sums cost 16 bytes a row.
+// sizeHint is the rows expected. It touches nothing of the reconciler.
+func readSums(ctx context.Context, d Desired, seed maphash.Seed, now func() time.Time, sizeHint int) *snapshot {
+	s := &snapshot{at: now()}
+	if s.rev, s.err = d.Revision(ctx); s.err != nil {
+		return s
+	}
+	sums := make([]rowSum, 0, sizeHint+sizeHint/16+16)
+	if s.err = d.EachActive(ctx, func(r *store.Rule) error {
+		rw := rowOf(r)
+		sums = append(sums, rowSum{id: rw.ID, sum: sumOf(seed, &rw)})
+		return nil
+	}); s.err != nil {
+		return s
+	}
+	// EachActive walks in id order; a store that did not is sorted here.
+	if !slices.IsSortedFunc(sums, func(a, b rowSum) int { return cmp.Compare(a.id, b.id) }) {
+		slices.SortFunc(sums, func(a, b rowSum) int { return cmp.Compare(a.id, b.id) })
+	}
+	s.sums = sums
+	s.took = now().Sub(s.at)
+	return s
+}
+
+// verify checks the copy against snap, a complete read as sums, and when
+// they agree brings the copy up to date as an incremental read does, and
+// reports true. Rows that changed since either was read are not compared
+// (the changes since the older of the two revisions, and the rows whose
+// status the reconciler wrote after the read started: status writes move
+// no revision); every other row must be in both, with the same sum.
+// On false the copy is left as it was: the caller reads every row.
+func (c *source) verify(ctx context.Context, d Desired, snap *snapshot, dirty func(flowspec.Match)) (bool, error) {
+	if !c.ok || serverMoves(d) != c.moves {
+		return false, nil
+	}
+	from := min(c.rev, snap.rev)
+	c.ahead = nil
+	delta, err := c.changedSince(ctx, d, from)
+	if err != nil {
+		return false, err
+	}
+	skip := make([]int64, 0, len(delta.active)+len(delta.gone)+len(c.writes))
+	for i := range delta.active {
+		skip = append(skip, delta.active[i].ID)
+	}
+	skip = append(skip, delta.gone...)
+	since := snap.at.UnixNano()
+	for _, w := range c.writes {
+		if w.at >= since {
+			skip = append(skip, w.id)
+		}
+	}
+	slices.Sort(skip)
+	skip = slices.Compact(skip)
+	skipped := func(id int64) bool { _, ok := slices.BinarySearch(skip, id); return ok }
+	compared := 0
+	for _, e := range snap.sums {
+		if skipped(e.id) {
+			continue
+		}
+		r := c.byID.get(e.id)
+		if r == nil || sumOf(c.sumSeed(), r) != e.sum {
+			return false, nil
+		}
+		compared++
+	}
+	// Every row of the copy not skipped was compared: no row is only in
+	// the copy.
+	inCopy := c.byID.len()
+	for _, id := range skip {
+		if c.byID.get(id) != nil {
+			inCopy--
+		}
+	}
+	if inCopy != compared {
+		return false, nil
+	}
+	c.writes = trimmed(c.writes)
+	c.rev = max(c.rev, delta.next)
+	c.apply(delta, dirty)
+	c.fullAt = snap.at
+	return true, nil
 }
 
 // readSnapshot reads every active row of d and indexes them; sizeHint is

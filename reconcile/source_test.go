@@ -300,3 +300,111 @@ func TestPassReadsAheadAfterEachBatch(t *testing.T) {
 	}
 	t.Fatalf("the rule committed while the first batch was with the speaker was not read ahead (%d reads ahead)", len(r.src.ahead))
 }
+
+// TestResyncSums: the periodic resync reads the store as sums and checks
+// the copy against them. Changes the revisions showed (before or after
+// the sums were read) and status writes that returned after the read
+// started are not drift: the copy is kept and brought up to date, with
+// no second complete read. A change no revision showed (an action, a
+// status, a rule gone or added) is drift: every row is read again and
+// the copy then holds what the store holds.
+func TestResyncSums(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	nop := func(flowspec.Match) {}
+	st := newFakeStore()
+	var ids []int64
+	for i := range 50 {
+		ids = append(ids, st.add(testRule(t, i, discard()), now.Add(time.Hour)))
+	}
+	var c source
+	if _, _, err := c.read(ctx, st, now, false, nil, nop); err != nil {
+		t.Fatal(err)
+	}
+	// resync returns the complete reads it made of the store.
+	resync := func(what string, between func()) (reads int) {
+		t.Helper()
+		reads0 := st.fullReads
+		c.track(true)
+		snap := readSums(ctx, st, c.sumSeed(), func() time.Time { return now }, c.byID.len())
+		if snap.err != nil || len(snap.sums) == 0 || snap.byID.len() != 0 {
+			t.Fatalf("%s: sums %d, rows %d, %v", what, len(snap.sums), snap.byID.len(), snap.err)
+		}
+		if between != nil {
+			between()
+		}
+		if _, all, err := c.read(ctx, st, now, false, snap, nop); err != nil || !all {
+			t.Fatalf("%s: read = all %v, %v; want a complete comparison", what, all, err)
+		}
+		c.track(false)
+		reads = st.fullReads - reads0
+		// The copy holds what the store holds, status included.
+		want := make(map[int64]row)
+		if err := st.EachActive(ctx, func(r *store.Rule) error { want[r.ID] = rowOf(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if c.byID.len() != len(want) {
+			t.Fatalf("%s: the copy has %d rows, the store %d", what, c.byID.len(), len(want))
+		}
+		for id, w := range want {
+			r := c.byID.get(id)
+			if r == nil || sumOf(c.sumSeed(), r) != sumOf(c.sumSeed(), &w) {
+				t.Fatalf("%s: row %d is %+v in the copy, %+v in the store", what, id, r, w)
+			}
+		}
+		return reads
+	}
+	drift := func(what string, want uint64) {
+		t.Helper()
+		if c.drifted != want {
+			t.Fatalf("%s: %d drifts found, want %d", what, c.drifted, want)
+		}
+	}
+	now = now.Add(time.Second)
+
+	reads := resync("nothing changed", nil)
+	drift("nothing changed", 0)
+	// A change the copy has not read yet when the sums are taken, one
+	// made after, and a status write returning after the read began.
+	st.update(ids[1], rateLimit(1), now.Add(time.Hour))
+	reads += resync("changes around the read", func() {
+		st.update(ids[2], rateLimit(2), now.Add(time.Hour))
+		st.add(testRule(t, 100, discard()), time.Time{})
+		if err := st.SetStatus(ctx, []int64{ids[3]}, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		c.wrote(ids[3], ruleStatus{announced: true}, now)
+	})
+	drift("changes around the read", 0)
+	if reads != 2 {
+		t.Fatalf("%d complete reads for two resyncs without drift, want 2 (the sums)", reads)
+	}
+	if c.byID.get(ids[1]).Action != rateLimit(1) || c.byID.get(ids[2]).Action != rateLimit(2) || !c.byID.get(ids[3]).announced() {
+		t.Fatal("the changes around the read are not in the copy")
+	}
+
+	// Behind the revisions' back: each is found and repaired.
+	behind := []struct {
+		what   string
+		change func()
+	}{
+		{"an action", func() { st.rules[ids[4]].Rule.Action = rateLimit(4) }},
+		{"an expiry", func() { st.rules[ids[5]].ExpiresAt = now.Add(2 * time.Hour) }},
+		{"a status", func() { st.rules[ids[6]].Announced, st.rules[ids[6]].LastError = false, "refused" }},
+		{"a rule gone", func() { delete(st.rules, ids[7]) }},
+		{"a rule added", func() {
+			st.nextID++
+			st.rules[st.nextID] = &store.Rule{ID: st.nextID, Rule: testRule(t, 200, discard()), State: store.Active}
+		}},
+	}
+	for i, b := range behind {
+		st.mu.Lock()
+		b.change()
+		st.mu.Unlock()
+		reads := resync(b.what, nil)
+		drift(b.what, uint64(i+1))
+		if reads != 2 {
+			t.Fatalf("%s: %d complete reads, want 2 (the sums, then the rows)", b.what, reads)
+		}
+	}
+}
