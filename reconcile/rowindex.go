@@ -15,7 +15,8 @@ import (
 // The zero rowIndex is an empty table keyed by ID.
 //
 // Keys are unique: put must not be given a key the table holds. A row's
-// key must not change while the row is in the table.
+// key must not change while the row is in the table. The table shrinks
+// when most of its rows are removed.
 type rowIndex struct {
 	// tags[i] is 0 for an empty slot, tomb for a removed one, else
 	// 0x80 | 7 bits of the hash of slots[i]'s key.
@@ -175,7 +176,10 @@ func (x *rowIndex) del(r *row) bool {
 	}
 	x.tags[i], x.slots[i] = tomb, nil
 	x.n--
-	if x.n == 0 {
+	switch {
+	case len(x.slots) > 1024 && x.n*8 < len(x.slots):
+		x.rehash() // most rows went: give the memory back
+	case x.n == 0:
 		clear(x.tags) // no tombs to step over
 		x.used = 0
 	}

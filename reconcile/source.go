@@ -48,10 +48,11 @@ type source struct {
 	// them) and extra those read since (rowExtra), each live unless
 	// flagged rowStale: the full comparison walks them in memory order
 	// (each row next to the last), not byID's. staleExtra counts the
-	// stale ones in extra.
+	// stale ones in extra, staleRows those in rows.
 	rows       []row
 	extra      []*row
 	staleExtra int
+	staleRows  int
 	// scratch holds the rows of the last incremental read, for reuse.
 	scratch []row
 	// ahead holds incremental reads made while the last pass waited on
@@ -408,7 +409,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		}
 		old := c.byID
 		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
-		c.rows, c.extra, c.staleExtra = snap.rows, nil, 0
+		c.rows, c.extra, c.staleExtra, c.staleRows = snap.rows, nil, 0, 0
 		c.rev = max(snap.rev, delta.next)
 		// Status writes move no revision: the snapshot does not hold
 		// those that returned after it started, and the catching up
@@ -771,7 +772,7 @@ func (c *source) loadRows(rows []row) {
 	// garbage once the tables no longer point into them.
 	old := c.byID
 	defer c.carry(old)
-	c.rows, c.extra, c.staleExtra = rows, nil, 0
+	c.rows, c.extra, c.staleExtra, c.staleRows = rows, nil, 0, 0
 	c.byID = newRowIndex(len(rows), false)
 	c.byMatch = newMatchIDs(len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
@@ -782,6 +783,7 @@ func (c *source) loadRows(rows []row) {
 			// Not from a store (ids are its keys): the first row of
 			// an id stands.
 			r.flags |= rowStale
+			c.staleRows++
 			continue
 		}
 		c.byID.put(r)
@@ -818,6 +820,8 @@ func (c *source) carry(old rowIndex) {
 func (c *source) stale(r *row) {
 	if r.flags&rowExtra != 0 {
 		c.staleExtra++
+	} else {
+		c.staleRows++
 	}
 	*r = row{ID: r.ID, flags: rowStale}
 }
@@ -863,7 +867,7 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 		c.byID.swap(from, &live[i])
 		c.byMatch.moved(from, &live[i])
 	}
-	c.rows, c.extra, c.staleExtra = live, nil, 0
+	c.rows, c.extra, c.staleExtra, c.staleRows = live, nil, 0, 0
 	return true
 }
 
@@ -871,9 +875,12 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 // the rows it left scattered (Run's settle timer).
 const compactAfter = time.Second
 
-// scattered reports whether compactRows(true) would move rows.
+// scattered reports whether compactRows(true) would move rows: many
+// rows came in since the last complete read, or most of those it read
+// are gone (a mass withdrawal; the periodic resync keeps the copy, so
+// nothing else gives their array back).
 func (c *source) scattered() bool {
-	return len(c.extra)-c.staleExtra >= bigScratch
+	return len(c.extra)-c.staleExtra >= bigScratch || (c.staleRows >= bigScratch && 2*c.staleRows > len(c.rows))
 }
 
 // share sets rowShared on the rows of m when it has several, clears it
@@ -909,7 +916,11 @@ func (c *source) unindex(r *row) {
 }
 
 func (c *source) rebuildExpiry() {
-	c.expiry = c.expiry[:0]
+	if cap(c.expiry) > 4*c.byID.len()+1024 {
+		c.expiry = nil // most rows went: give the array back
+	} else {
+		c.expiry = c.expiry[:0]
+	}
 	c.byID.all(func(r *row) {
 		if expiring(r) {
 			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})

@@ -408,3 +408,51 @@ func TestResyncSums(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyShrinksAfterMassRemoval: the periodic resync keeps the copy
+// (TestResyncSums), so the copy itself gives back what a mass withdrawal
+// left: once quiet, the rows move into an array of the live ones, and
+// the indexes and the expiry heap shrink.
+func TestCopyShrinksAfterMassRemoval(t *testing.T) {
+	const n, keep = 20_000, 100
+	now := time.Unix(1_700_000_000, 0)
+	var first []store.Rule
+	for i := range n {
+		first = append(first, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), ExpiresAt: now.Add(time.Hour), State: store.Active})
+	}
+	var c source
+	c.load(first)
+	slots, matchSlots, heap := len(c.byID.slots), len(c.byMatch.one.slots), cap(c.expiry)
+	var gone store.Delta
+	for i := keep; i < n; i++ {
+		gone.Gone = append(gone.Gone, int64(i+1))
+	}
+	c.apply(deltaOf(gone), func(flowspec.Match) {})
+	if !c.scattered() {
+		t.Fatal("the copy does not ask to be compacted after most rows went")
+	}
+	if c.compactRows(false) {
+		t.Fatal("compacted while passes run")
+	}
+	if !c.compactRows(true) || len(c.rows) != keep || c.byID.len() != keep || c.scattered() {
+		t.Fatalf("after a quiet compaction: %d rows, %d by id (scattered %v); want %d", len(c.rows), c.byID.len(), c.scattered(), keep)
+	}
+	if s := len(c.byID.slots); s*8 > slots || s > max(1024, 4*keep) {
+		t.Fatalf("index by id has %d slots for %d rows (%d before)", s, keep, slots)
+	}
+	if s := len(c.byMatch.one.slots); s*8 > matchSlots || s > max(1024, 4*keep) {
+		t.Fatalf("index by Match has %d slots for %d rows (%d before)", s, keep, matchSlots)
+	}
+	if cap(c.expiry)*4 > heap {
+		t.Fatalf("expiry heap holds %d entries' room for %d rows (%d before)", cap(c.expiry), keep, heap)
+	}
+	for i := range keep {
+		r := c.byID.get(int64(i + 1))
+		if r == nil || c.byMatch.one.getMatch(r.Match) != r || r.flags&rowStale != 0 {
+			t.Fatalf("row %d lost in the compaction", i+1)
+		}
+	}
+	if c.nextExpiry() != now.Add(time.Hour) {
+		t.Fatal("the rows kept no longer expire")
+	}
+}
