@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -25,8 +26,10 @@ import (
 // default_ttl gives them) written to a real SQLite store in batches of
 // 5,000 while the loop runs against an in-process GoBGP (no peer), until
 // every status reads announced and the rows read during the load are
-// compacted; then two collections. B-heap/route is the growth of the live
-// heap per route; B-ours/route and B-gobgp/route split it by who
+// compacted; then a collection. B-heap/route is the growth of the live
+// heap per route, B-inuse/route of the heap's pages in use (the holes
+// among live objects too) and B-rss/route of the process's RSS once the
+// free pages went back to the OS; B-ours/route and B-gobgp/route split it by who
 // allocated what is still live (the innermost ribkeeper or GoBGP frame of
 // each sampled allocation's stack), and the log lists the largest of
 // ours by function. It is the quick loop for ribkeeper's own memory at a
@@ -53,7 +56,7 @@ func BenchmarkRTBHHeap(b *testing.B) {
 		l := startRealLoop(b, bgp.Config{RouteNextHop4: netip.MustParseAddr("192.0.2.99")}, Config{Recorder: rec})
 		ctx, st, sp, r := l.ctx, l.st, l.sp, l.r
 		<-r.Loaded()
-		base := liveHeap()
+		base, baseInuse, baseRSS := liveHeap()
 		baseOwn := heapByOwner()
 		b.StartTimer()
 		exp := time.Now().Add(time.Hour)
@@ -83,13 +86,15 @@ func BenchmarkRTBHHeap(b *testing.B) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		b.StopTimer()
-		heap := liveHeap()
+		heap, inuse, rss := liveHeap()
 		own := heapByOwner()
 		b.ReportMetric(float64(heap-base)/float64(n), "B-heap/route")
+		b.ReportMetric(float64(inuse-baseInuse)/float64(n), "B-inuse/route")
+		b.ReportMetric(float64(rss-baseRSS)/float64(n), "B-rss/route")
 		b.ReportMetric(float64(own.total("ours")-baseOwn.total("ours"))/float64(n), "B-ours/route")
 		b.ReportMetric(float64(own.total("gobgp")-baseOwn.total("gobgp"))/float64(n), "B-gobgp/route")
 		b.ReportMetric(float64(own.total("other")-baseOwn.total("other"))/float64(n), "B-other/route")
-		b.Logf("%d routes: live heap %d MB (base %d MB); ours by function:\n%s", n, heap>>20, base>>20, own.top("ours", 12, n))
+		b.Logf("%d routes: live heap %d MB (base %d MB), in use %d MB, RSS %d MB; ours by function:\n%s", n, heap>>20, base>>20, inuse>>20, rss>>20, own.top("ours", 12, n))
 		if dir := os.Getenv("RIBKEEPER_BENCH_PROFILE"); dir != "" {
 			f, err := os.Create(filepath.Join(dir, "heap-rtbh.pb.gz"))
 			if err != nil {
@@ -107,13 +112,31 @@ func BenchmarkRTBHHeap(b *testing.B) {
 }
 
 // liveHeap collects twice (the second frees what finalizers of the
-// first let go) and returns the bytes of live heap objects.
-func liveHeap() uint64 {
+// first let go) and returns the bytes of live heap objects, of the heap's
+// pages in use (live objects and the holes among them: what stays
+// resident), and the process's RSS once free pages went back to the OS
+// (as the daemon's release after a burst does).
+func liveHeap() (live, inuse, rss uint64) {
 	runtime.GC()
-	runtime.GC()
+	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms.HeapAlloc, ms.HeapInuse, vmRSS()
+}
+
+// vmRSS is the process's resident set in bytes (Linux), 0 if unknown.
+func vmRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 // heapOwners is the in-use heap of the last collection's profile by
