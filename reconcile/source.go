@@ -15,9 +15,11 @@ import (
 // source is the desired-state source, one of the reconciler's named parts:
 // its copy of the active rules for this site, indexed by id, by Match and by
 // expiry, so that a change to one rule costs work for that rule only. It is
-// brought up to date by a full read (the first pass, the periodic resync,
-// after a store error) or by the rules changed since a revision (every other
-// pass), and says which Matches those changes touched.
+// brought up to date by a full read (the first pass, after a store error)
+// or by the rules changed since a revision (every other pass), and says
+// which Matches those changes touched. The periodic resync checks it
+// against a complete read kept as a sum per row (readSums, verify), and
+// reads every row again if they differ.
 type source struct {
 	// byID points into the rows of the last full read, or to copies of
 	// rows read since: no allocation per row on a full read.
