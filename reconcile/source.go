@@ -389,16 +389,22 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if snap.err != nil {
 			return false, false, snap.err
 		}
-		ok, err := c.verify(ctx, d, snap, dirty)
-		if err != nil {
-			return false, false, err
+		if !c.ok || serverMoves(d) != c.moves {
+			// No copy to check, or its revision means nothing on
+			// the server the store moved to: read every row.
+			snap, full = nil, true
+		} else {
+			ok, err := c.verify(ctx, d, snap, dirty)
+			if err != nil {
+				return false, false, err
+			}
+			if ok {
+				return true, true, nil
+			}
+			// The copy drifted from the store: read every row, here.
+			snap, full = nil, true
+			c.drifted++
 		}
-		if ok {
-			return true, true, nil
-		}
-		// The copy drifted from the store: read every row, here.
-		snap, full = nil, true
-		c.drifted++
 	}
 	if snap != nil {
 		// Also the first read, from a seed (Reconciler.Seed).
@@ -642,9 +648,6 @@ func readSums(ctx context.Context, d Desired, seed maphash.Seed, now func() time
 // no revision); every other row must be in both, with the same sum.
 // On false the copy is left as it was: the caller reads every row.
 func (c *source) verify(ctx context.Context, d Desired, snap *snapshot, dirty func(flowspec.Match)) (bool, error) {
-	if !c.ok || serverMoves(d) != c.moves {
-		return false, nil
-	}
 	from := min(c.rev, snap.rev)
 	c.ahead = nil
 	delta, err := c.changedSince(ctx, d, from)
