@@ -116,7 +116,7 @@ func TestDirtyBoundScalesWithTheTable(t *testing.T) {
 
 	const paths = 8 * maxDirty
 	for i := range paths {
-		m.paths[key(i)] = flowspec.Discard()
+		m.paths.set(key(i), flowspec.Discard())
 	}
 	m.dirtyAll = false
 	for i := range 2 * maxDirty {

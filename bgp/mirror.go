@@ -24,7 +24,7 @@ type mirror struct {
 	mu     sync.RWMutex
 	ready  bool
 	closed bool // after Stop: late watch events are dropped
-	paths  map[flowspec.Match]flowspec.Action
+	paths  pathTable
 	// undecodable counts local FlowSpec paths whose NLRI flowspec cannot
 	// decode; they cannot be keyed, so they are only logged and counted.
 	undecodable int
@@ -53,10 +53,9 @@ type mirror struct {
 const maxDirty = 1 << 16
 
 // dirtyCap is the dirty set's bound now. Called with mu held.
-func (m *mirror) dirtyCap() int { return max(maxDirty, len(m.paths)/4) }
+func (m *mirror) dirtyCap() int { return max(maxDirty, m.paths.len()/4) }
 
 func (m *mirror) init() {
-	m.paths = make(map[flowspec.Match]flowspec.Action)
 	m.byFamily = make(map[flowspec.Family]int)
 	m.readyCh = make(chan struct{})
 	m.dirty = make(map[flowspec.Match]struct{})
@@ -92,7 +91,7 @@ func (m *mirror) reset() {
 	m.closed = true
 	m.gen++
 	m.markAll()
-	clear(m.paths)
+	m.paths.reset()
 	clear(m.byFamily)
 }
 
@@ -151,7 +150,7 @@ func (s *Speaker) Path(k flowspec.Match) (a flowspec.Action, present, ok bool) {
 	if !s.mirror.ready {
 		return flowspec.Action{}, false, false
 	}
-	a, present = s.mirror.paths[k]
+	a, present = s.mirror.paths.get(k)
 	if present && k.Family().IsRoute() {
 		a = s.routes.view(k, a)
 	}
@@ -168,7 +167,7 @@ func (m *mirror) reopen() {
 	m.epoch++
 	m.gen++
 	m.markAll()
-	clear(m.paths)
+	m.paths.reset()
 	clear(m.byFamily)
 	m.readyCh = make(chan struct{})
 }
@@ -196,12 +195,12 @@ func (s *Speaker) Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool) 
 	if !s.mirror.ready {
 		return false
 	}
-	for m, a := range s.mirror.paths {
+	s.mirror.paths.all(func(m flowspec.Match, a flowspec.Action) {
 		if m.Family().IsRoute() {
 			a = s.routes.view(m, a)
 		}
 		fn(m, a)
-	}
+	})
 	return true
 }
 
@@ -209,15 +208,14 @@ func (s *Speaker) Paths(fn func(m flowspec.Match, a flowspec.Action)) (ok bool) 
 func (s *Speaker) Lookup(m flowspec.Match) (flowspec.Action, bool) {
 	s.mirror.mu.RLock()
 	defer s.mirror.mu.RUnlock()
-	a, ok := s.mirror.paths[m]
-	return a, ok
+	return s.mirror.paths.get(m)
 }
 
 // Len returns the number of paths in the mirror.
 func (s *Speaker) Len() int {
 	s.mirror.mu.RLock()
 	defer s.mirror.mu.RUnlock()
-	return len(s.mirror.paths)
+	return s.mirror.paths.len()
 }
 
 // RIB returns a copy of the mirror sorted by family and NLRI bytes (for
@@ -228,10 +226,10 @@ func (s *Speaker) RIB() (rules []flowspec.Rule, ok bool) {
 		s.mirror.mu.RUnlock()
 		return nil, false
 	}
-	rules = make([]flowspec.Rule, 0, len(s.mirror.paths))
-	for m, a := range s.mirror.paths {
+	rules = make([]flowspec.Rule, 0, s.mirror.paths.len())
+	s.mirror.paths.all(func(m flowspec.Match, a flowspec.Action) {
 		rules = append(rules, flowspec.Rule{Match: m, Action: a})
-	}
+	})
 	s.mirror.mu.RUnlock()
 
 	keys := make(map[flowspec.Match][]byte, len(rules))
@@ -343,20 +341,18 @@ func (s *Speaker) onBestPaths(epoch uint64, paths []*apiutil.Path) {
 	changed := first
 	for _, u := range ups {
 		if u.del {
-			if _, ok := s.mirror.paths[u.m]; ok {
-				delete(s.mirror.paths, u.m)
+			if s.mirror.paths.del(u.m) {
 				s.mirror.byFamily[u.m.Family()]--
 				s.mirror.markDirty(u.m)
 				changed = true
 			}
 			continue
 		}
-		old, ok := s.mirror.paths[u.m]
+		old, ok := s.mirror.paths.set(u.m, u.a)
 		if !ok {
 			s.mirror.byFamily[u.m.Family()]++
 		}
 		if !ok || old != u.a {
-			s.mirror.paths[u.m] = u.a
 			s.mirror.markDirty(u.m)
 			changed = true
 		}

@@ -445,10 +445,8 @@ func (s *Speaker) StopWithdrawn(ctx context.Context) error {
 		// every router the withdrawals of rules it was never sent, some
 		// of which it cannot parse (holdback.go): withdraw rule by rule.
 		s.mirror.mu.RLock()
-		ms := make([]flowspec.Match, 0, len(s.mirror.paths))
-		for m := range s.mirror.paths {
-			ms = append(ms, m)
-		}
+		ms := make([]flowspec.Match, 0, s.mirror.paths.len())
+		s.mirror.paths.all(func(m flowspec.Match, _ flowspec.Action) { ms = append(ms, m) })
 		s.mirror.mu.RUnlock()
 		err = errors.Join(s.withdrawOn(ctx, srv, ms)...)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestRouteTextRoundTrip(t *testing.T) {
@@ -204,5 +205,23 @@ func TestStoredActionIPv6ExtCommunities(t *testing.T) {
 		if _, err := DecodeStoredAction(IPv6, bad); err == nil {
 			t.Errorf("DecodeStoredAction(%x) accepted", bad)
 		}
+	}
+}
+
+// TestMatchClone: a clone is the same Match in memory of its own.
+func TestMatchClone(t *testing.T) {
+	m, err := RouteMatch(netip.MustParsePrefix("192.0.2.1/32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Clone()
+	if c != m || c.String() != m.String() {
+		t.Fatalf("clone %v differs from %v", c, m)
+	}
+	if unsafe.StringData(c.k) == unsafe.StringData(m.k) {
+		t.Fatal("the clone shares the original's bytes")
+	}
+	if (Match{}).Clone() != (Match{}) {
+		t.Fatal("the zero Match's clone is not zero")
 	}
 }

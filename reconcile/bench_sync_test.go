@@ -207,8 +207,8 @@ func BenchmarkFullRead100k(b *testing.B) {
 		snap := readSnapshot(ctx, st, time.Now, 0)
 		b.StopTimer()
 		most := stop()
-		if snap.err != nil || len(snap.byID) != n {
-			b.Fatalf("read %d rules: %v", len(snap.byID), snap.err)
+		if snap.err != nil || snap.byID.len() != n {
+			b.Fatalf("read %d rules: %v", snap.byID.len(), snap.err)
 		}
 		read += snap.took
 		peak = max(peak, float64(most-base)/(1<<20))

@@ -103,8 +103,15 @@ func TestIncrementalMatchesFull(t *testing.T) {
 				// next full pass of odd seeds: stale by a few steps.
 				// As Run does: status writes are kept from the start of
 				// the read until the pass that swaps it in.
+				// Seeds 1, 5, ...: as the periodic resync reads, sums
+				// checked against the copy; 3, 7, ...: rows swapped in,
+				// as a seed is.
 				r.src.track(true)
-				snap = readSnapshot(ctx, st, func() time.Time { return now }, 0)
+				if seed%4 == 1 {
+					snap = readSums(ctx, st, r.src.sumSeed(), func() time.Time { return now }, 0)
+				} else {
+					snap = readSnapshot(ctx, st, func() time.Time { return now }, 0)
+				}
 			}
 			pass := func() {
 				if full && seed%2 == 1 && snap != nil {
@@ -189,6 +196,11 @@ func TestIncrementalMatchesFull(t *testing.T) {
 		}
 		if incremental == 0 || faults == 0 {
 			t.Fatalf("seed %d: %d passes incremental, %d faults", seed, incremental, faults)
+		}
+		// The store changed only through revisions and the reconciler's
+		// own status writes: the resyncs' sums found no drift.
+		if r.src.drifted != 0 {
+			t.Fatalf("seed %d: %d resyncs found drift, want none", seed, r.src.drifted)
 		}
 	}
 }

@@ -173,7 +173,11 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	// rows read (they still expire on time) but withdraw no orphans and
 	// write nothing to the store.
 	ob.storeOK = true
+	drifted := r.src.drifted
 	changed, all, err := r.src.read(ctx, r.d, now, full, snap, r.plan.markDirty)
+	if r.src.drifted != drifted {
+		r.log.Warn("the reconciler's copy of the desired rules differed from the store at the periodic resync; every rule was read again (please report this)")
+	}
 	switch {
 	case err == nil:
 		if all {
@@ -255,7 +259,7 @@ func (r *Reconciler) compare(now time.Time, res *PassResult, st *statusBatch) (p
 // announced, the status's one source of "announced".
 func (r *Reconciler) adopt(it Item, rw *row, st *statusBatch) {
 	if rw == nil {
-		rw = r.src.byID[it.ID]
+		rw = r.src.byID.get(it.ID)
 	}
 	if rw != nil {
 		if rw.flags&rowAdopted == 0 {
@@ -469,7 +473,7 @@ func (r *Reconciler) endReport(w *statusWrites, st *statusBatch, storeOK bool, r
 	}
 	if unwritten {
 		for id, want := range st.want {
-			if row, ok := r.src.byID[id]; ok && row.status() != want {
+			if row := r.src.byID.get(id); row != nil && row.status() != want {
 				r.plan.markDirty(row.Match)
 			}
 		}
@@ -683,7 +687,7 @@ func (r *Reconciler) announced(it Item, kind string, err error, now time.Time, r
 	}
 	// rowSeen: this row's path was seen in the RIB with the Action it
 	// asks for (an Update carries that Action).
-	if rw := r.src.byID[it.ID]; rw != nil && rw.flags&rowSeen != 0 {
+	if rw := r.src.byID.get(it.ID); rw != nil && rw.flags&rowSeen != 0 {
 		switch kind {
 		case "add":
 			r.readded.Add(1)
@@ -803,8 +807,8 @@ func joinErr(a, b string) string {
 // announcement put that path on the speaker and its write settled
 // applied.
 func (r *Reconciler) seeEarly(m flowspec.Match, a flowspec.Action) {
-	r.src.byMatch.each(m, func(id int64) {
-		if rw := r.src.byID[id]; rw != nil && rw.Action == a {
+	r.src.byMatch.each(m, func(rw *row) {
+		if rw.Action == a {
 			rw.flags |= rowSeen
 		}
 	})
@@ -812,9 +816,5 @@ func (r *Reconciler) seeEarly(m flowspec.Match, a flowspec.Action) {
 
 // unsee clears rowSeen on the rows of m: its path was withdrawn.
 func (r *Reconciler) unsee(m flowspec.Match) {
-	r.src.byMatch.each(m, func(id int64) {
-		if rw := r.src.byID[id]; rw != nil {
-			rw.flags &^= rowSeen
-		}
-	})
+	r.src.byMatch.each(m, func(rw *row) { rw.flags &^= rowSeen })
 }

@@ -242,8 +242,8 @@ func wantOfRow(rw *row, now time.Time) (Want, bool) {
 // want only the Matches with several rows: the view of a Match with one
 // row is computed from the row.
 func (pl *planner) wantOf(m flowspec.Match) (Want, bool) {
-	if id, one := pl.src.byMatch.only(m); one {
-		return wantOfRow(pl.src.byID[id], pl.v.now)
+	if rw, one := pl.src.byMatch.only(m); one {
+		return wantOfRow(rw, pl.v.now)
 	}
 	if !pl.src.byMatch.has(m) {
 		return Want{}, false
@@ -336,7 +336,7 @@ func (pl *planner) full(now time.Time, look lookFunc, paths func(fn func(flowspe
 		return Plan{}, false
 	}
 	for m := range shared {
-		pl.src.byMatch.each(m, func(id int64) { v.add(pl.src.byID[id], now) })
+		pl.src.byMatch.each(m, func(rw *row) { v.add(rw, now) })
 		v.settle(m)
 		w, desired := v.want[m]
 		_, held := v.hold[m]

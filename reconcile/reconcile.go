@@ -391,9 +391,11 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer settle.Stop()
 	resync.Reset(r.cfg.ResyncInterval)
 
-	// The periodic complete re-read runs off the loop (readSnapshot), so
-	// drift repair and expiry go on meanwhile; the pass that swaps it in
-	// compares everything. The first pass reads on the loop.
+	// The periodic complete re-read runs off the loop (readSums), so
+	// drift repair and expiry go on meanwhile; the pass that takes it
+	// checks the copy against it (reading every row again, on the loop,
+	// if they differ) and compares everything. The first pass reads on
+	// the loop, or takes the seed's read.
 	snaps := make(chan *snapshot, 1)
 	reading := false
 	snap := r.seed // the first pass's read, if Seed gave it
@@ -425,8 +427,8 @@ func (r *Reconciler) Run(ctx context.Context) error {
 			if !reading {
 				reading = true
 				r.src.track(true)
-				n := len(r.src.byID)
-				go func() { snaps <- readSnapshot(ctx, r.d, r.now, n) }()
+				n, seed := r.src.byID.len(), r.src.sumSeed()
+				go func() { snaps <- readSums(ctx, r.d, seed, r.now, n) }()
 			}
 			continue
 		case <-settle.C():
@@ -438,7 +440,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case snap = <-snaps:
 			reading = false
 			if snap.err == nil {
-				r.log.Debug("desired state re-read in the background", "rules", len(snap.byID), "took", snap.took)
+				r.log.Debug("desired state re-read in the background", "rules", len(snap.sums), "took", snap.took)
 			}
 		}
 		nextExpiry, nextRetry := r.runPass(ctx, full, snap)

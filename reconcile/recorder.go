@@ -47,7 +47,7 @@ func (r *Reconciler) recordExpired(id int64) {
 	if r.cfg.Recorder == nil {
 		return
 	}
-	if row, ok := r.src.byID[id]; ok && row.expires != 0 {
+	if row := r.src.byID.get(id); row != nil && row.expires != 0 {
 		r.cfg.Recorder.ExpiryLateness(max(r.now().Sub(row.expiresAt()), 0))
 	}
 }

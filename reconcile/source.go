@@ -3,8 +3,10 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"hash/maphash"
 	"slices"
 	"time"
+	"unique"
 
 	"github.com/ribkeeper/ribkeeper/flowspec"
 	"github.com/ribkeeper/ribkeeper/store"
@@ -13,14 +15,16 @@ import (
 // source is the desired-state source, one of the reconciler's named parts:
 // its copy of the active rules for this site, indexed by id, by Match and by
 // expiry, so that a change to one rule costs work for that rule only. It is
-// brought up to date by a full read (the first pass, the periodic resync,
-// after a store error) or by the rules changed since a revision (every other
-// pass), and says which Matches those changes touched.
+// brought up to date by a full read (the first pass, after a store error)
+// or by the rules changed since a revision (every other pass), and says
+// which Matches those changes touched. The periodic resync checks it
+// against a complete read kept as a sum per row (readSums, verify), and
+// reads every row again if they differ.
 type source struct {
 	// byID points into the rows of the last full read, or to copies of
 	// rows read since: no allocation per row on a full read.
-	byID map[int64]*row
-	// byMatch holds the ids of the rows of each Match (one, unless the
+	byID rowIndex
+	// byMatch holds the rows of each Match (one, unless the
 	// store breaks its own uniqueness).
 	byMatch matchIDs
 	expiry  expiryHeap
@@ -46,10 +50,11 @@ type source struct {
 	// them) and extra those read since (rowExtra), each live unless
 	// flagged rowStale: the full comparison walks them in memory order
 	// (each row next to the last), not byID's. staleExtra counts the
-	// stale ones in extra.
+	// stale ones in extra, staleRows those in rows.
 	rows       []row
 	extra      []*row
 	staleExtra int
+	staleRows  int
 	// scratch holds the rows of the last incremental read, for reuse.
 	scratch []row
 	// ahead holds incremental reads made while the last pass waited on
@@ -59,6 +64,10 @@ type source struct {
 	ahead []delta
 	// spare is an array of rows for the next read ahead, for reuse.
 	spare []row
+	// seed hashes rows into sums (readSums, verify); drifted counts the
+	// resyncs that found the copy differing from the store.
+	seed    maphash.Seed
+	drifted uint64
 }
 
 // maxAhead bounds the reads prefetch keeps for the next pass: a pass of
@@ -140,8 +149,8 @@ func trimmed(ws []statusWrite) []statusWrite {
 
 // wrote records that the store holds st for row id since at.
 func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
-	rw, ok := c.byID[id]
-	if !ok {
+	rw := c.byID.get(id)
+	if rw == nil {
 		return
 	}
 	rw.setStatus(st)
@@ -149,27 +158,46 @@ func (c *source) wrote(id int64, st ruleStatus, at time.Time) {
 		return
 	}
 	c.writes = append(c.writes, statusWrite{id: id, at: at.UnixNano()})
-	if len(c.writes) > 2*len(c.byID)+1024 {
+	if len(c.writes) > 2*c.byID.len()+1024 {
 		// Keep the latest write of each row still in the copy.
 		slices.SortFunc(c.writes, func(a, b statusWrite) int {
 			return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(b.at, a.at))
 		})
 		c.writes = slices.CompactFunc(c.writes, func(a, b statusWrite) bool { return a.id == b.id })
-		c.writes = slices.DeleteFunc(c.writes, func(w statusWrite) bool { _, ok := c.byID[w.id]; return !ok })
+		c.writes = slices.DeleteFunc(c.writes, func(w statusWrite) bool { return c.byID.get(w.id) == nil })
 	}
 }
 
 // row is what the reconciler keeps of a stored rule: what lifecycle,
 // validation, the path and the status write-back look at, and nothing of
 // its text, reason, actor, sites or timestamps (a third of the size).
-// EachActive already filters by site.
+// EachActive already filters by site. It is 56 bytes: the last error is
+// an interned handle (errors are few and repeat; a string header was 8
+// bytes more per row, a million rules 8 MB).
 type row struct {
 	ID      int64
 	Match   flowspec.Match
 	Action  flowspec.Action
 	expires int64 // ExpiresAt in Unix ns; 0: never
-	lastErr string
+	lastErr errText
 	flags   uint8
+}
+
+// errText is an interned error text; the zero errText is "".
+type errText struct{ h unique.Handle[string] }
+
+func errTextOf(s string) errText {
+	if s == "" {
+		return errText{}
+	}
+	return errText{unique.Make(s)}
+}
+
+func (e errText) String() string {
+	if e == (errText{}) {
+		return ""
+	}
+	return e.h.Value()
 }
 
 const (
@@ -189,7 +217,7 @@ const rowKept = rowAdopted | rowSeen | rowShared
 
 // rowOf compacts a stored rule.
 func rowOf(r *store.Rule) row {
-	c := row{ID: r.ID, Match: r.Rule.Match, Action: r.Rule.Action, lastErr: r.LastError}
+	c := row{ID: r.ID, Match: r.Rule.Match, Action: r.Rule.Action, lastErr: errTextOf(r.LastError)}
 	if !r.ExpiresAt.IsZero() {
 		c.expires = r.ExpiresAt.UnixNano()
 	}
@@ -212,12 +240,12 @@ func (r *row) announced() bool         { return r.flags&rowAnnounced != 0 }
 // status returns the status the store holds for the row, as far as the
 // reconciler knows: as read, or as last written by it since.
 func (r *row) status() ruleStatus {
-	return ruleStatus{announced: r.announced(), lastErr: r.lastErr}
+	return ruleStatus{announced: r.announced(), lastErr: r.lastErr.String()}
 }
 
 // setStatus records st as what the store holds for the row.
 func (r *row) setStatus(st ruleStatus) {
-	r.lastErr = st.lastErr
+	r.lastErr = errTextOf(st.lastErr)
 	if st.announced {
 		r.flags |= rowAnnounced
 	} else {
@@ -233,78 +261,82 @@ func (r *row) expiresAt() time.Time {
 	return time.Unix(0, r.expires)
 }
 
-// matchIDs indexes row ids by Match: one id per Match in one, the others
-// (the store breaking its own uniqueness) in more, which stays nil until
-// then. A Match's ids are one[m] followed by more[m]. Keeping the rare
-// duplicates apart makes the common entry 24 bytes (a 16-byte Match and
-// an id); an inline set with a pointer for duplicates made it 32, and at
-// a million rules the map's slots were 12 MB larger.
+// matchIDs indexes rows by Match: the first row of each Match in one,
+// the others (the store breaking its own uniqueness) in more, which stays
+// nil until then. A Match's rows are one's followed by more[m]. Keeping
+// the rare duplicates apart keeps one a table of a pointer per Match.
 type matchIDs struct {
-	one  map[flowspec.Match]int64
-	more map[flowspec.Match][]int64
+	one  rowIndex
+	more map[flowspec.Match][]*row
 }
 
-func newMatchIDs(n int) matchIDs { return matchIDs{one: make(map[flowspec.Match]int64, n)} }
+func newMatchIDs(n int) matchIDs { return matchIDs{one: newRowIndex(n, true)} }
 
 // has reports whether m has a row.
-func (x matchIDs) has(m flowspec.Match) bool {
-	_, ok := x.one[m]
-	return ok
+func (x *matchIDs) has(m flowspec.Match) bool { return x.one.getMatch(m) != nil }
+
+// only returns m's row when m has exactly one.
+func (x *matchIDs) only(m flowspec.Match) (*row, bool) {
+	r := x.one.getMatch(m)
+	return r, r != nil && len(x.more[m]) == 0
 }
 
-// only returns m's id when m has exactly one.
-func (x matchIDs) only(m flowspec.Match) (id int64, ok bool) {
-	id, ok = x.one[m]
-	return id, ok && len(x.more[m]) == 0
-}
+// shared reports whether m has several rows.
+func (x *matchIDs) shared(m flowspec.Match) bool { return len(x.more[m]) > 0 }
 
-// shared reports whether m has several ids.
-func (x matchIDs) shared(m flowspec.Match) bool { return len(x.more[m]) > 0 }
-
-func (x matchIDs) each(m flowspec.Match, fn func(int64)) {
-	id, ok := x.one[m]
-	if !ok {
+// each calls fn with every row of m.
+func (x *matchIDs) each(m flowspec.Match, fn func(*row)) {
+	r := x.one.getMatch(m)
+	if r == nil {
 		return
 	}
-	fn(id)
-	for _, id := range x.more[m] {
-		fn(id)
+	fn(r)
+	for _, r := range x.more[m] {
+		fn(r)
 	}
 }
 
 // all calls fn with every Match that has a row.
-func (x matchIDs) all(fn func(flowspec.Match)) {
-	for m := range x.one {
-		fn(m)
-	}
+func (x *matchIDs) all(fn func(flowspec.Match)) {
+	x.one.all(func(r *row) { fn(r.Match) })
 }
 
-// add adds id to m's ids and reports whether m has several now.
-func (x *matchIDs) add(m flowspec.Match, id int64) (shared bool) {
-	if _, ok := x.one[m]; !ok {
-		x.one[m] = id
+// len returns the number of Matches with a row.
+func (x *matchIDs) len() int { return x.one.len() }
+
+// add adds r to its Match's rows and reports whether the Match has
+// several now.
+func (x *matchIDs) add(r *row) (shared bool) {
+	if x.one.slots == nil {
+		x.one = newRowIndex(0, true)
+	}
+	if x.one.getMatch(r.Match) == nil {
+		x.one.put(r)
 		return false
 	}
 	if x.more == nil {
-		x.more = make(map[flowspec.Match][]int64)
+		x.more = make(map[flowspec.Match][]*row)
 	}
-	x.more[m] = append(x.more[m], id)
+	x.more[r.Match] = append(x.more[r.Match], r)
 	return true
 }
 
-// remove removes id from m's ids and reports whether m has any left.
-func (x *matchIDs) remove(m flowspec.Match, id int64) (left bool) {
+// remove removes r from its Match's rows and reports whether the Match
+// has any left.
+func (x *matchIDs) remove(r *row) (left bool) {
+	m := r.Match
 	more := x.more[m]
-	switch first, ok := x.one[m]; {
-	case !ok:
+	switch first := x.one.getMatch(m); {
+	case first == nil:
 		return false
-	case first == id && len(more) == 0:
-		delete(x.one, m)
+	case first == r && len(more) == 0:
+		x.one.del(r)
 		return false
-	case first == id:
-		x.one[m], more = more[len(more)-1], more[:len(more)-1]
+	case first == r:
+		x.one.swap(r, more[len(more)-1])
+		more = more[:len(more)-1]
 	default:
-		more = slices.DeleteFunc(more, func(x int64) bool { return x == id })
+		more = slices.DeleteFunc(more, func(o *row) bool { return o == r })
 	}
 	if len(more) == 0 {
 		delete(x.more, m)
@@ -312,6 +344,18 @@ func (x *matchIDs) remove(m flowspec.Match, id int64) (left bool) {
 		x.more[m] = more
 	}
 	return true
+}
+
+// moved points the index at to, a copy of from (compactRows).
+func (x *matchIDs) moved(from, to *row) {
+	if x.one.swap(from, to) {
+		return
+	}
+	if more := x.more[from.Match]; more != nil {
+		if i := slices.Index(more, from); i >= 0 {
+			more[i] = to
+		}
+	}
 }
 
 // serverMoves is the store's count of moves to another database server
@@ -341,6 +385,27 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 	if snap != nil || full || !c.ok || serverMoves(d) != c.moves {
 		c.ahead = nil
 	}
+	if snap != nil && snap.sums != nil {
+		if snap.err != nil {
+			return false, false, snap.err
+		}
+		if !c.ok || serverMoves(d) != c.moves {
+			// No copy to check, or its revision means nothing on
+			// the server the store moved to: read every row.
+			snap, full = nil, true
+		} else {
+			ok, err := c.verify(ctx, d, snap, dirty)
+			if err != nil {
+				return false, false, err
+			}
+			if ok {
+				return true, true, nil
+			}
+			// The copy drifted from the store: read every row, here.
+			snap, full = nil, true
+			c.drifted++
+		}
+	}
 	if snap != nil {
 		// Also the first read, from a seed (Reconciler.Seed).
 		if snap.err != nil {
@@ -352,7 +417,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		}
 		old := c.byID
 		c.byID, c.byMatch, c.expiry, c.adopted = snap.byID, snap.byMatch, snap.expiry, 0
-		c.rows, c.extra, c.staleExtra = snap.rows, nil, 0
+		c.rows, c.extra, c.staleExtra, c.staleRows = snap.rows, nil, 0, 0
 		c.rev = max(snap.rev, delta.next)
 		// Status writes move no revision: the snapshot does not hold
 		// those that returned after it started, and the catching up
@@ -362,7 +427,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 			if w.at < since {
 				continue
 			}
-			if o, n := old[w.id], c.byID[w.id]; o != nil && n != nil {
+			if o, n := old.get(w.id), c.byID.get(w.id); o != nil && n != nil {
 				n.setStatus(o.status())
 			}
 		}
@@ -377,7 +442,7 @@ func (c *source) read(ctx context.Context, d Desired, now time.Time, full bool, 
 		if err != nil {
 			return false, false, err
 		}
-		rows, err := readAll(ctx, d, len(c.byID))
+		rows, err := readAll(ctx, d, c.byID.len())
 		if err != nil {
 			return false, false, err
 		}
@@ -449,17 +514,18 @@ func (c *source) apply(delta delta, dirty func(flowspec.Match)) (changed bool) {
 // which is at least as new (only this site's reconciler writes it).
 func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) (changed bool) {
 	for _, id := range delta.gone {
-		if old, ok := c.byID[id]; ok {
+		if old := c.byID.get(id); old != nil {
 			changed = true
 			dirty(old.Match)
 			c.unindex(old)
-			delete(c.byID, id)
+			c.byID.del(old)
 			c.stale(old)
 		}
 	}
 	for i := range delta.active {
 		r := delta.active[i]
-		old, ok := c.byID[r.ID]
+		old := c.byID.get(r.ID)
+		ok := old != nil
 		if ok && sameLifecycle(old, &r) {
 			// Read again (PostgreSQL re-reads behind recent revisions
 			// until they settle) or changed in nothing a pass looks at.
@@ -477,11 +543,12 @@ func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) 
 			}
 			dirty(old.Match)
 			c.unindex(old)
+			c.byID.del(old)
 			c.stale(old)
 		}
 		dirty(r.Match)
 		r.flags |= rowExtra
-		c.byID[r.ID] = &r
+		c.byID.put(&r)
 		c.extra = append(c.extra, &r)
 		c.index(&r)
 	}
@@ -489,23 +556,145 @@ func (c *source) applyRead(delta delta, dirty func(flowspec.Match), ahead bool) 
 		c.extra = slices.DeleteFunc(c.extra, func(r *row) bool { return r.flags&rowStale != 0 })
 		c.staleExtra = 0
 	}
-	if changed && len(c.expiry) > 2*len(c.byID)+1024 {
+	if changed && len(c.expiry) > 2*c.byID.len()+1024 {
 		c.rebuildExpiry()
 	}
 	return changed
 }
 
 // snapshot is a complete read of the desired rows made off the loop
-// goroutine (the periodic resync), indexed and ready to swap in.
+// goroutine: indexed and ready to swap in (a seed, Reconciler.Seed), or
+// only a sum of each row (the periodic resync, readSums).
 type snapshot struct {
 	rev     int64
 	at      time.Time // when the read started
 	took    time.Duration
 	err     error
-	byID    map[int64]*row
+	byID    rowIndex
 	byMatch matchIDs
 	expiry  expiryHeap
 	rows    []row
+	// sums, when not nil, is the read as rowSums in id order, and the
+	// other fields are empty: source.verify compares it with the copy.
+	sums []rowSum
+}
+
+// rowSum is a row of a complete read as its id and a hash of what the
+// reconciler keeps of it (sumOf).
+type rowSum struct {
+	id  int64
+	sum uint64
+}
+
+// sumKey is what a rowSum hashes: everything rowOf keeps of a stored
+// rule, none of what the reconciler adds (rowKept and the bookkeeping
+// flags).
+type sumKey struct {
+	match   flowspec.Match
+	action  flowspec.Action
+	expires int64
+	lastErr errText
+	flags   uint8
+}
+
+// sumSeed returns the seed of the copy's sums (readSums, verify), made
+// on first use.
+func (c *source) sumSeed() maphash.Seed {
+	if c.seed == (maphash.Seed{}) {
+		c.seed = maphash.MakeSeed()
+	}
+	return c.seed
+}
+
+// sumOf hashes what r says of its stored rule. seed is the process's
+// (sums are compared within it only).
+func sumOf(seed maphash.Seed, r *row) uint64 {
+	return maphash.Comparable(seed, sumKey{r.Match, r.Action, r.expires, r.lastErr, r.flags & (rowWithdraw | rowFinal | rowAnnounced)})
+}
+
+// readSums reads every active row of d as sums, for the periodic resync:
+// the safety net must catch a copy that drifted from the store (a change
+// the revisions did not show), but a second copy of a million rows to
+// find that out cost ~100 MB for the length of the read and its swap
+// (170-250 MB before the copy's tables shrank); sums cost 16 bytes a row.
+// sizeHint is the rows expected. It touches nothing of the reconciler.
+func readSums(ctx context.Context, d Desired, seed maphash.Seed, now func() time.Time, sizeHint int) *snapshot {
+	s := &snapshot{at: now()}
+	if s.rev, s.err = d.Revision(ctx); s.err != nil {
+		return s
+	}
+	sums := make([]rowSum, 0, sizeHint+sizeHint/16+16)
+	if s.err = d.EachActive(ctx, func(r *store.Rule) error {
+		rw := rowOf(r)
+		sums = append(sums, rowSum{id: rw.ID, sum: sumOf(seed, &rw)})
+		return nil
+	}); s.err != nil {
+		return s
+	}
+	// EachActive walks in id order; a store that did not is sorted here.
+	if !slices.IsSortedFunc(sums, func(a, b rowSum) int { return cmp.Compare(a.id, b.id) }) {
+		slices.SortFunc(sums, func(a, b rowSum) int { return cmp.Compare(a.id, b.id) })
+	}
+	s.sums = sums
+	s.took = now().Sub(s.at)
+	return s
+}
+
+// verify checks the copy against snap, a complete read as sums, and when
+// they agree brings the copy up to date as an incremental read does, and
+// reports true. Rows that changed since either was read are not compared
+// (the changes since the older of the two revisions, and the rows whose
+// status the reconciler wrote after the read started: status writes move
+// no revision); every other row must be in both, with the same sum.
+// On false the copy is left as it was: the caller reads every row.
+func (c *source) verify(ctx context.Context, d Desired, snap *snapshot, dirty func(flowspec.Match)) (bool, error) {
+	from := min(c.rev, snap.rev)
+	c.ahead = nil
+	delta, err := c.changedSince(ctx, d, from)
+	if err != nil {
+		return false, err
+	}
+	skip := make([]int64, 0, len(delta.active)+len(delta.gone)+len(c.writes))
+	for i := range delta.active {
+		skip = append(skip, delta.active[i].ID)
+	}
+	skip = append(skip, delta.gone...)
+	since := snap.at.UnixNano()
+	for _, w := range c.writes {
+		if w.at >= since {
+			skip = append(skip, w.id)
+		}
+	}
+	slices.Sort(skip)
+	skip = slices.Compact(skip)
+	skipped := func(id int64) bool { _, ok := slices.BinarySearch(skip, id); return ok }
+	compared := 0
+	for _, e := range snap.sums {
+		if skipped(e.id) {
+			continue
+		}
+		r := c.byID.get(e.id)
+		if r == nil || sumOf(c.sumSeed(), r) != e.sum {
+			return false, nil
+		}
+		compared++
+	}
+	// Every row of the copy not skipped was compared: no row is only in
+	// the copy.
+	inCopy := c.byID.len()
+	for _, id := range skip {
+		if c.byID.get(id) != nil {
+			inCopy--
+		}
+	}
+	if inCopy != compared {
+		return false, nil
+	}
+	c.writes = trimmed(c.writes)
+	c.rev = max(c.rev, delta.next)
+	c.apply(delta, dirty)
+	c.fullAt = snap.at
+	return true, nil
 }
 
 // readSnapshot reads every active row of d and indexes them; sizeHint is
@@ -588,15 +777,23 @@ func (c *source) loadRows(rows []row) {
 	// garbage once the tables no longer point into them.
 	old := c.byID
 	defer c.carry(old)
-	c.rows, c.extra, c.staleExtra = rows, nil, 0
-	c.byID = make(map[int64]*row, len(rows))
+	c.rows, c.extra, c.staleExtra, c.staleRows = rows, nil, 0, 0
+	c.byID = newRowIndex(len(rows), false)
 	c.byMatch = newMatchIDs(len(rows))
 	c.expiry = make(expiryHeap, 0, len(rows)/4)
 	c.adopted = 0
 	for i := range rows {
 		r := &rows[i]
-		c.byID[r.ID] = r
-		if c.byMatch.add(r.Match, r.ID) {
+		r.Match = r.Match.Clone() // see compactRows
+		if c.byID.get(r.ID) != nil {
+			// Not from a store (ids are its keys): the first row of
+			// an id stands.
+			r.flags |= rowStale
+			c.staleRows++
+			continue
+		}
+		c.byID.put(r)
+		if c.byMatch.add(r) {
 			c.share(r.Match)
 		}
 		if expiring(r) {
@@ -613,19 +810,15 @@ func (c *source) loadRows(rows []row) {
 // that follows sets it again on every path it adopts, and a path found
 // missing or changed by that very pass counts as added or updated, not
 // as drift.
-func (c *source) carry(old map[int64]*row) {
-	if len(old) == 0 {
+func (c *source) carry(old rowIndex) {
+	if old.len() == 0 {
 		return
 	}
-	for id, n := range c.byID {
-		o, ok := old[id]
-		if !ok {
-			continue
-		}
-		if o.Match == n.Match && o.Action == n.Action {
+	c.byID.all(func(n *row) {
+		if o := old.get(n.ID); o != nil && o.Match == n.Match && o.Action == n.Action {
 			n.flags |= o.flags & rowSeen
 		}
-	}
+	})
 }
 
 // stale marks r, just taken out of byID, as no longer a row of the copy
@@ -633,6 +826,8 @@ func (c *source) carry(old map[int64]*row) {
 func (c *source) stale(r *row) {
 	if r.flags&rowExtra != 0 {
 		c.staleExtra++
+	} else {
+		c.staleRows++
 	}
 	*r = row{ID: r.ID, flags: rowStale}
 }
@@ -657,7 +852,7 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 	if !c.scattered() || (len(c.extra)-c.staleExtra < len(c.rows) && !quiet) {
 		return false
 	}
-	live := make([]row, 0, len(c.byID))
+	live := make([]row, 0, c.byID.len())
 	for i := range c.rows {
 		if c.rows[i].flags&rowStale == 0 {
 			live = append(live, c.rows[i])
@@ -668,14 +863,21 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 			live = append(live, *r)
 		}
 	}
-	if len(live) != len(c.byID) {
+	if len(live) != c.byID.len() {
 		return false // not the invariant this relies on; leave the copy alone
 	}
 	for i := range live {
 		live[i].flags &^= rowExtra
-		c.byID[live[i].ID] = &live[i]
+		// The old row still holds its key: the indexes find it by it.
+		from := c.byID.get(live[i].ID)
+		// The Matches too, one after the other: decoded amid a read's
+		// garbage, each small one held a 16-byte block of its own (see
+		// flowspec.Match.Clone); 8 MB at a million routes.
+		live[i].Match = live[i].Match.Clone()
+		c.byID.swap(from, &live[i])
+		c.byMatch.moved(from, &live[i])
 	}
-	c.rows, c.extra, c.staleExtra = live, nil, 0
+	c.rows, c.extra, c.staleExtra, c.staleRows = live, nil, 0, 0
 	return true
 }
 
@@ -683,28 +885,29 @@ func (c *source) compactRows(quiet bool) (moved bool) {
 // the rows it left scattered (Run's settle timer).
 const compactAfter = time.Second
 
-// scattered reports whether compactRows(true) would move rows.
+// scattered reports whether compactRows(true) would move rows: many
+// rows came in since the last complete read, or most of those it read
+// are gone (a mass withdrawal; the periodic resync keeps the copy, so
+// nothing else gives their array back).
 func (c *source) scattered() bool {
-	return len(c.extra)-c.staleExtra >= bigScratch
+	return len(c.extra)-c.staleExtra >= bigScratch || (c.staleRows >= bigScratch && 2*c.staleRows > len(c.rows))
 }
 
 // share sets rowShared on the rows of m when it has several, clears it
 // when it has one.
 func (c *source) share(m flowspec.Match) {
 	shared := c.byMatch.shared(m)
-	c.byMatch.each(m, func(id int64) {
-		if r := c.byID[id]; r != nil {
-			if shared {
-				r.flags |= rowShared
-			} else {
-				r.flags &^= rowShared
-			}
+	c.byMatch.each(m, func(r *row) {
+		if shared {
+			r.flags |= rowShared
+		} else {
+			r.flags &^= rowShared
 		}
 	})
 }
 
 func (c *source) index(r *row) {
-	if c.byMatch.add(r.Match, r.ID) {
+	if c.byMatch.add(r) {
 		c.share(r.Match)
 	}
 	if expiring(r) {
@@ -717,18 +920,22 @@ func (c *source) index(r *row) {
 func (c *source) unindex(r *row) {
 	c.unadopt(r)
 	r.flags &^= rowShared
-	if c.byMatch.remove(r.Match, r.ID) {
+	if c.byMatch.remove(r) {
 		c.share(r.Match)
 	}
 }
 
 func (c *source) rebuildExpiry() {
-	c.expiry = c.expiry[:0]
-	for _, r := range c.byID {
+	if cap(c.expiry) > 4*c.byID.len()+1024 {
+		c.expiry = nil // most rows went: give the array back
+	} else {
+		c.expiry = c.expiry[:0]
+	}
+	c.byID.all(func(r *row) {
 		if expiring(r) {
 			c.expiry = append(c.expiry, expiryEntry{at: r.expires, id: r.ID})
 		}
-	}
+	})
 	c.expiry.init()
 }
 
@@ -749,7 +956,7 @@ func (c *source) each(fn func(*row) bool) bool {
 
 // rowsOf appends the rows of Match m to buf.
 func (c *source) rowsOf(m flowspec.Match, buf []*row) []*row {
-	c.byMatch.each(m, func(id int64) { buf = append(buf, c.byID[id]) })
+	c.byMatch.each(m, func(r *row) { buf = append(buf, r) })
 	return buf
 }
 
@@ -761,8 +968,8 @@ func expiring(r *row) bool {
 
 // valid reports whether e still describes a row of the copy.
 func (c *source) valid(e expiryEntry) bool {
-	r, ok := c.byID[e.id]
-	return ok && expiring(r) && r.expires == e.at
+	r := c.byID.get(e.id)
+	return r != nil && expiring(r) && r.expires == e.at
 }
 
 // due calls fn with the Match of every row whose ExpiresAt has come by now
@@ -773,7 +980,7 @@ func (c *source) due(now time.Time, fn func(flowspec.Match)) {
 	for len(c.expiry) > 0 && c.expiry[0].at <= t {
 		e := c.expiry.pop()
 		if c.valid(e) {
-			fn(c.byID[e.id].Match)
+			fn(c.byID.get(e.id).Match)
 		}
 	}
 }
@@ -783,7 +990,7 @@ func (c *source) due(now time.Time, fn func(flowspec.Match)) {
 func (c *source) nextExpiry() time.Time {
 	for len(c.expiry) > 0 {
 		if e := c.expiry[0]; c.valid(e) {
-			return c.byID[e.id].expiresAt()
+			return c.byID.get(e.id).expiresAt()
 		}
 		c.expiry.pop()
 	}

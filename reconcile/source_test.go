@@ -41,28 +41,26 @@ func TestCompactRows(t *testing.T) {
 	c.apply(deltaOf(delta), nop)
 	// A changed row: replaced by a copy in extra.
 	c.apply(deltaOf(store.Delta{Active: []store.Rule{{ID: 30, Rule: testRule(t, 29, rateLimit(5)), State: store.Active}}}), nop)
-	c.byID[40].flags |= rowSeen
+	c.byID.get(40).flags |= rowSeen
 
-	want := make(map[int64]row, len(c.byID))
-	for id, r := range c.byID {
-		want[id] = *r
-	}
+	want := make(map[int64]row, c.byID.len())
+	c.byID.all(func(r *row) { want[r.ID] = *r })
 	c.compactRows(false)
-	if len(c.extra) != 0 || len(c.rows) != len(want) || len(c.byID) != len(want) {
-		t.Fatalf("after compacting: %d rows, %d extra, %d by id; want %d rows", len(c.rows), len(c.extra), len(c.byID), len(want))
+	if len(c.extra) != 0 || len(c.rows) != len(want) || c.byID.len() != len(want) {
+		t.Fatalf("after compacting: %d rows, %d extra, %d by id; want %d rows", len(c.rows), len(c.extra), c.byID.len(), len(want))
 	}
 	for i := range c.rows {
 		r := &c.rows[i]
 		w, ok := want[r.ID]
-		if !ok || c.byID[r.ID] != r {
-			t.Fatalf("row %d: in want %v, byID points into rows %v", r.ID, ok, c.byID[r.ID] == r)
+		if !ok || c.byID.get(r.ID) != r || c.byMatch.one.getMatch(r.Match) != r {
+			t.Fatalf("row %d: in want %v, byID points into rows %v, byMatch %v", r.ID, ok, c.byID.get(r.ID) == r, c.byMatch.one.getMatch(r.Match) == r)
 		}
 		w.flags &^= rowExtra
 		if *r != w {
 			t.Fatalf("row %d changed: %+v, want %+v", r.ID, *r, w)
 		}
 	}
-	if c.byID[30].Action != rateLimit(5) || c.byID[40].flags&rowSeen == 0 {
+	if c.byID.get(30).Action != rateLimit(5) || c.byID.get(40).flags&rowSeen == 0 {
 		t.Fatal("a row's fields were lost")
 	}
 	// Below the threshold (fewer extra rows than rows): left alone.
@@ -84,11 +82,11 @@ func TestCompactRows(t *testing.T) {
 		t.Fatalf("a busy pass compacted %d new rows against %d old", bigScratch+1, len(c.rows))
 	}
 	c.compactRows(true)
-	if len(c.extra) != 0 || len(c.rows) != len(c.byID) {
-		t.Fatalf("after a quiet pass: %d extra, %d rows, %d by id", len(c.extra), len(c.rows), len(c.byID))
+	if len(c.extra) != 0 || len(c.rows) != c.byID.len() {
+		t.Fatalf("after a quiet pass: %d extra, %d rows, %d by id", len(c.extra), len(c.rows), c.byID.len())
 	}
 	for i := range c.rows {
-		if c.byID[c.rows[i].ID] != &c.rows[i] {
+		if c.byID.get(c.rows[i].ID) != &c.rows[i] || c.byMatch.one.getMatch(c.rows[i].Match) != &c.rows[i] {
 			t.Fatalf("row %d: byID does not point into the compacted rows", c.rows[i].ID)
 		}
 	}
@@ -166,8 +164,8 @@ func TestFullReadHoldsNoStoreRules(t *testing.T) {
 	check("first pass", 1)
 
 	snap := readSnapshot(context.Background(), h, time.Now, 0)
-	if snap.err != nil || len(snap.byID) != n {
-		t.Fatalf("background read: %d rules, %v", len(snap.byID), snap.err)
+	if snap.err != nil || snap.byID.len() != n {
+		t.Fatalf("background read: %d rules, %v", snap.byID.len(), snap.err)
 	}
 	check("background read", 2)
 
@@ -233,7 +231,7 @@ func TestReadAheadKeepsWrittenStatus(t *testing.T) {
 	if _, all, err := c.read(ctx, st, now, false, nil, nop); err != nil || all {
 		t.Fatalf("read = all %v, %v; want an incremental read", all, err)
 	}
-	if !c.byID[id].announced() {
+	if !c.byID.get(id).announced() {
 		t.Fatal("the read ahead undid the status written after it")
 	}
 	if len(c.ahead) != 0 {
@@ -301,4 +299,160 @@ func TestPassReadsAheadAfterEachBatch(t *testing.T) {
 		}
 	}
 	t.Fatalf("the rule committed while the first batch was with the speaker was not read ahead (%d reads ahead)", len(r.src.ahead))
+}
+
+// TestResyncSums: the periodic resync reads the store as sums and checks
+// the copy against them. Changes the revisions showed (before or after
+// the sums were read) and status writes that returned after the read
+// started are not drift: the copy is kept and brought up to date, with
+// no second complete read. A change no revision showed (an action, a
+// status, a rule gone or added) is drift: every row is read again and
+// the copy then holds what the store holds.
+func TestResyncSums(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	nop := func(flowspec.Match) {}
+	st := newFakeStore()
+	var ids []int64
+	for i := range 50 {
+		ids = append(ids, st.add(testRule(t, i, discard()), now.Add(time.Hour)))
+	}
+	var c source
+	if _, _, err := c.read(ctx, st, now, false, nil, nop); err != nil {
+		t.Fatal(err)
+	}
+	// resync returns the complete reads it made of the store.
+	resync := func(what string, between func()) (reads int) {
+		t.Helper()
+		reads0 := st.fullReads
+		c.track(true)
+		snap := readSums(ctx, st, c.sumSeed(), func() time.Time { return now }, c.byID.len())
+		if snap.err != nil || len(snap.sums) == 0 || snap.byID.len() != 0 {
+			t.Fatalf("%s: sums %d, rows %d, %v", what, len(snap.sums), snap.byID.len(), snap.err)
+		}
+		if between != nil {
+			between()
+		}
+		if _, all, err := c.read(ctx, st, now, false, snap, nop); err != nil || !all {
+			t.Fatalf("%s: read = all %v, %v; want a complete comparison", what, all, err)
+		}
+		c.track(false)
+		reads = st.fullReads - reads0
+		// The copy holds what the store holds, status included.
+		want := make(map[int64]row)
+		if err := st.EachActive(ctx, func(r *store.Rule) error { want[r.ID] = rowOf(r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if c.byID.len() != len(want) {
+			t.Fatalf("%s: the copy has %d rows, the store %d", what, c.byID.len(), len(want))
+		}
+		for id, w := range want {
+			r := c.byID.get(id)
+			if r == nil || sumOf(c.sumSeed(), r) != sumOf(c.sumSeed(), &w) {
+				t.Fatalf("%s: row %d is %+v in the copy, %+v in the store", what, id, r, w)
+			}
+		}
+		return reads
+	}
+	drift := func(what string, want uint64) {
+		t.Helper()
+		if c.drifted != want {
+			t.Fatalf("%s: %d drifts found, want %d", what, c.drifted, want)
+		}
+	}
+	now = now.Add(time.Second)
+
+	reads := resync("nothing changed", nil)
+	drift("nothing changed", 0)
+	// A change the copy has not read yet when the sums are taken, one
+	// made after, and a status write returning after the read began.
+	st.update(ids[1], rateLimit(1), now.Add(time.Hour))
+	reads += resync("changes around the read", func() {
+		st.update(ids[2], rateLimit(2), now.Add(time.Hour))
+		st.add(testRule(t, 100, discard()), time.Time{})
+		if err := st.SetStatus(ctx, []int64{ids[3]}, true, ""); err != nil {
+			t.Fatal(err)
+		}
+		c.wrote(ids[3], ruleStatus{announced: true}, now)
+	})
+	drift("changes around the read", 0)
+	if reads != 2 {
+		t.Fatalf("%d complete reads for two resyncs without drift, want 2 (the sums)", reads)
+	}
+	if c.byID.get(ids[1]).Action != rateLimit(1) || c.byID.get(ids[2]).Action != rateLimit(2) || !c.byID.get(ids[3]).announced() {
+		t.Fatal("the changes around the read are not in the copy")
+	}
+
+	// Behind the revisions' back: each is found and repaired.
+	behind := []struct {
+		what   string
+		change func()
+	}{
+		{"an action", func() { st.rules[ids[4]].Rule.Action = rateLimit(4) }},
+		{"an expiry", func() { st.rules[ids[5]].ExpiresAt = now.Add(2 * time.Hour) }},
+		{"a status", func() { st.rules[ids[6]].Announced, st.rules[ids[6]].LastError = false, "refused" }},
+		{"a rule gone", func() { delete(st.rules, ids[7]) }},
+		{"a rule added", func() {
+			st.nextID++
+			st.rules[st.nextID] = &store.Rule{ID: st.nextID, Rule: testRule(t, 200, discard()), State: store.Active}
+		}},
+	}
+	for i, b := range behind {
+		st.mu.Lock()
+		b.change()
+		st.mu.Unlock()
+		reads := resync(b.what, nil)
+		drift(b.what, uint64(i+1))
+		if reads != 2 {
+			t.Fatalf("%s: %d complete reads, want 2 (the sums, then the rows)", b.what, reads)
+		}
+	}
+}
+
+// TestCopyShrinksAfterMassRemoval: the periodic resync keeps the copy
+// (TestResyncSums), so the copy itself gives back what a mass withdrawal
+// left: once quiet, the rows move into an array of the live ones, and
+// the indexes and the expiry heap shrink.
+func TestCopyShrinksAfterMassRemoval(t *testing.T) {
+	const n, keep = 20_000, 100
+	now := time.Unix(1_700_000_000, 0)
+	var first []store.Rule
+	for i := range n {
+		first = append(first, store.Rule{ID: int64(i + 1), Rule: testRule(t, i, discard()), ExpiresAt: now.Add(time.Hour), State: store.Active})
+	}
+	var c source
+	c.load(first)
+	slots, matchSlots, heap := len(c.byID.slots), len(c.byMatch.one.slots), cap(c.expiry)
+	var gone store.Delta
+	for i := keep; i < n; i++ {
+		gone.Gone = append(gone.Gone, int64(i+1))
+	}
+	c.apply(deltaOf(gone), func(flowspec.Match) {})
+	if !c.scattered() {
+		t.Fatal("the copy does not ask to be compacted after most rows went")
+	}
+	if c.compactRows(false) {
+		t.Fatal("compacted while passes run")
+	}
+	if !c.compactRows(true) || len(c.rows) != keep || c.byID.len() != keep || c.scattered() {
+		t.Fatalf("after a quiet compaction: %d rows, %d by id (scattered %v); want %d", len(c.rows), c.byID.len(), c.scattered(), keep)
+	}
+	if s := len(c.byID.slots); s*8 > slots || s > max(1024, 4*keep) {
+		t.Fatalf("index by id has %d slots for %d rows (%d before)", s, keep, slots)
+	}
+	if s := len(c.byMatch.one.slots); s*8 > matchSlots || s > max(1024, 4*keep) {
+		t.Fatalf("index by Match has %d slots for %d rows (%d before)", s, keep, matchSlots)
+	}
+	if cap(c.expiry)*4 > heap {
+		t.Fatalf("expiry heap holds %d entries' room for %d rows (%d before)", cap(c.expiry), keep, heap)
+	}
+	for i := range keep {
+		r := c.byID.get(int64(i + 1))
+		if r == nil || c.byMatch.one.getMatch(r.Match) != r || r.flags&rowStale != 0 {
+			t.Fatalf("row %d lost in the compaction", i+1)
+		}
+	}
+	if c.nextExpiry() != now.Add(time.Hour) {
+		t.Fatal("the rows kept no longer expire")
+	}
 }

@@ -75,7 +75,7 @@ type statusChunkWrite struct {
 func (b *statusBatch) start(ctx context.Context, d Desired, c *source, now func() time.Time) *statusWrites {
 	groups := make(map[ruleStatus][]int64)
 	for id, st := range b.want {
-		if rw, ok := c.byID[id]; ok && rw.status() == st {
+		if rw := c.byID.get(id); rw != nil && rw.status() == st {
 			continue
 		}
 		groups[st] = append(groups[st], id)

@@ -194,9 +194,7 @@ func (r *Reconciler) checkRestart() bool {
 	}
 	r.epoch = e
 	r.restarts.Add(1)
-	for _, rw := range r.src.byID {
-		rw.flags &^= rowSeen
-	}
+	r.src.byID.all(func(rw *row) { rw.flags &^= rowSeen })
 	r.work.restarted()
 	r.reannouncing = true
 	r.log.Warn("speaker restarted; comparing every rule again")
