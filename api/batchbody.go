@@ -167,27 +167,36 @@ func (s *scan) word(w string) bool {
 	return false
 }
 
-// str reads a string whose bytes are its value: valid UTF-8 without an
-// escape or a control character (which encoding/json would turn into
-// something else or refuse).
+// str reads a string. One whose bytes are its value (valid UTF-8
+// without an escape) is returned as it is in b; one with escapes (a Go
+// client writes <, > and & as \u003c, \u003e, \u0026) or invalid UTF-8
+// is unquoted by encoding/json itself, so that it means what it always
+// did. A control character is refused, as encoding/json refuses it.
 func (s *scan) str() ([]byte, bool) {
 	if !s.byte('"') {
 		return nil, false
 	}
-	start, ascii := s.i, true
+	start, plain := s.i, true
 	for j := start; j < len(s.b); j++ {
 		switch c := s.b[j]; {
 		case c == '"':
 			v := s.b[start:j]
-			if !ascii && !utf8.Valid(v) {
+			s.i = j + 1
+			if plain || utf8.Valid(v) && bytes.IndexByte(v, '\\') < 0 {
+				return v, true
+			}
+			var u string
+			if json.Unmarshal(s.b[start-1:j+1], &u) != nil {
 				return nil, false
 			}
-			s.i = j + 1
-			return v, true
-		case c == '\\' || c < 0x20:
+			return []byte(u), true
+		case c == '\\':
+			plain = false
+			j++ // the escaped byte cannot end the string
+		case c < 0x20:
 			return nil, false
 		case c >= utf8.RuneSelf:
-			ascii = false
+			plain = false
 		}
 	}
 	return nil, false

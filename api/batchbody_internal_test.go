@@ -70,9 +70,15 @@ func TestFastRulesAsEncodingJSON(t *testing.T) {
 		{`{"rules":[{"text":"a","ttl":"1h","reason":"r","sites":["x","y"],"allow_unknown_sites":true},{"text":"b","ttl":"1h","reason":"r2","sites":[],"allow_unknown_sites":false}]}`, true},
 		{"{\"rules\":[{\"text\":\"route 192.0.2.1/32 then blackhole\",\t\"reason\" :\r\n\"é 日本\"}]}", true},
 		{`{"rules":[{"text":"a","reason":""},{"text":"b","reason":""},{"text":"c","ttl":""}]}`, true},
+		// Escapes, unquoted by encoding/json (a Go client escapes <, >, &).
+		{`{"rules":[{"text":"a\"b\\c\/d\n"}]}`, true},
+		{`{"rules":[{"text":"match destination-port \u003e=1024\u0026\u003c=2048 then discard","reason":"\ud83d\ude00 \ud800"}]}`, true},
+		{`{"rules":[{"t\u0065xt":"a"}]}`, true},
+		{"{\"rules\":[{\"text\":\"a\xffb\"}]}", true}, // invalid UTF-8 becomes U+FFFD
 		// Left to encoding/json:
-		{`{"rules":[{"text":"a\"b"}]}`, false},              // an escape
-		{`{"rules":[{"text":"a\u0041"}]}`, false},           // an escape
+		{`{"rules":[{"text":"a\x"}]}`, false},               // a bad escape
+		{`{"rules":[{"text":"a\u00"}]}`, false},             // a bad escape
+		{`{"rules":[{"text":"a\`, false},                    // truncated in an escape
 		{`{"rules":[{"text":"a","ttl":null}]}`, false},      // null
 		{`{"rules":null}`, false},                           // null
 		{`{"rules":[{"Text":"a"}]}`, false},                 // another case
@@ -84,7 +90,6 @@ func TestFastRulesAsEncodingJSON(t *testing.T) {
 		{`{"rules":[{"text":"a"}]}{}`, false},          // data after
 		{`{"rules":[{"text":"a"},]}`, false},           // syntax
 		{`{"rules":[{"text":"a"}]`, false},             // truncated
-		{"{\"rules\":[{\"text\":\"a\xffb\"}]}", false}, // invalid UTF-8
 		{"{\"rules\":[{\"text\":\"a\x01b\"}]}", false}, // control character
 		{`{"rules":[{"text":"a","allow_unknown_sites":truex}]}`, false},
 		{``, false},
@@ -97,6 +102,17 @@ func TestFastRulesAsEncodingJSON(t *testing.T) {
 	if !checkFast(t, batchBody(1000)) {
 		t.Fatal("a feed's batch of 1,000 rules was left to encoding/json")
 	}
+	// The Go client's (cli) batch, whose encoder escapes <, > and &.
+	goBody, err := json.Marshal(AddRulesRequest{Rules: []AddRuleRequest{
+		{Text: "match destination 192.0.2.0/24 destination-port >=1024&<=2048 then discard", TTL: "10m", Reason: "<feed> & co", Sites: []string{"a"}},
+		{Text: "route 192.0.2.1/32 then blackhole", Clear: []string{"reason", "ttl", "sites"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !checkFast(t, goBody) {
+		t.Fatalf("the Go client's batch %s was left to encoding/json", goBody)
+	}
 }
 
 // FuzzFastRules: whatever fastRules accepts, encoding/json decodes to the
@@ -108,6 +124,7 @@ func FuzzFastRules(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add(batchBody(3))
 	f.Fuzz(func(t *testing.T, b []byte) { checkFast(t, b) })
 }
 
