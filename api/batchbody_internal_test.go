@@ -186,3 +186,17 @@ func BenchmarkDecodeRules(b *testing.B) {
 		})
 	}
 }
+
+// TestReadBodyHoldsWhatCame: a body that announces more than it sends
+// costs what it sent, not what it announced (up to preallocMax), and one
+// past preallocMax is read whole.
+func TestReadBodyHoldsWhatCame(t *testing.T) {
+	b, err := readBody(strings.NewReader("abc"), 64<<20)
+	if err != nil || string(b) != "abc" || cap(b) > preallocMax {
+		t.Fatalf("readBody of 3 bytes announced as 64 MiB: %q, cap %d, %v; want a buffer of at most %d", b, cap(b), err, preallocMax)
+	}
+	big := strings.Repeat("x", 3*preallocMax)
+	if b, err = readBody(strings.NewReader(big), int64(len(big))); err != nil || string(b) != big {
+		t.Fatalf("readBody of %d bytes: %d bytes, %v", len(big), len(b), err)
+	}
+}
