@@ -123,7 +123,7 @@ func (s *Server) addRule(w http.ResponseWriter, r *http.Request) (int, any, erro
 // before any is stored, and the store applies them all or none.
 func (s *Server) addRules(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req rulesRequest
-	if err := decodeJSON(r, &req, s.opts.maxBodyBytes); err != nil {
+	if err := decodeRules(r, &req, s.opts.maxBodyBytes); err != nil {
 		return 0, nil, err
 	}
 	if len(req.Rules) == 0 {
@@ -519,20 +519,10 @@ func ruleID(r *http.Request) (int64, error) {
 
 // decodeJSON decodes exactly one JSON object with only known fields.
 func decodeJSON(r *http.Request, v any, limit int64) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		// Anything after the object is a mistake, not something to ignore.
-		if err = dec.Decode(&struct{}{}); err == io.EOF {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("data after the JSON object")
-		}
-	}
-	return jsonError(err, errBodyTooLarge(limit))
+	return decodeJSONFrom(r.Body, v, limit)
 }
+
+var errUnexpectedData = errors.New("data after the JSON object")
 
 // jsonError is the API's error for a body that did not decode: tooLarge
 // when it ran past its limit.

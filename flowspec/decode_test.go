@@ -174,6 +174,10 @@ func TestNoAllocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v6, err := Parse("ipv6-flowspec match source-port ==53 protocol ==17 then rate-limit 1000")
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := r.Match
 	buf := make([]byte, 0, 64)
 	wire := m.AppendTo(nil)
@@ -192,6 +196,14 @@ func TestNoAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(100, fn); n != 0 {
 			t.Errorf("%s: %v allocs, want 0", name, n)
 		}
+	}
+	// A rule's text is the string alone: a batch's store writes one a rule.
+	var text string
+	if n := testing.AllocsPerRun(100, func() { text = r.String() }); n > 1 {
+		t.Errorf("Rule.String: %v allocs, want <= 1", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { text = v6.String() }); n > 1 {
+		t.Errorf("Rule.String of %s: %v allocs, want <= 1", text, n)
 	}
 	if n := testing.AllocsPerRun(100, func() { _, _, _ = DecodeMatch(IPv4, wire) }); n > 1 {
 		t.Errorf("DecodeMatch: %v allocs, want <= 1", n)

@@ -149,7 +149,9 @@ func (r Rule) String() string {
 	if !r.Match.IsValid() {
 		return "invalid"
 	}
-	var b []byte
+	// Room for a usual rule's text, where it costs no allocation: the
+	// string is the one allocation (a batch's store writes one a rule).
+	b := make([]byte, 0, 128)
 	if r.Match.fam().IsRoute() {
 		b = append(b, "route "...)
 		b = r.Match.AppendText(b)
