@@ -69,8 +69,8 @@ func TestPathTable(t *testing.T) {
 		if step%1999 == 0 {
 			check(step)
 		}
-		if tb.used*4 > len(tb.tags)*3 {
-			t.Fatalf("step %d: %d of %d slots used", step, tb.used, len(tb.tags))
+		if used, size := tb.pos.Used(); used*4 > size*3 {
+			t.Fatalf("step %d: %d of %d slots used", step, used, size)
 		}
 	}
 	check(-1)
@@ -79,7 +79,7 @@ func TestPathTable(t *testing.T) {
 	}
 	clear(want)
 	check(-2)
-	if tb.ents != nil || tb.tags != nil {
+	if _, size := tb.pos.Used(); tb.ents != nil || size != 0 {
 		t.Fatal("an empty table kept its arrays")
 	}
 	tb.set(ms[1], acts[0])

@@ -90,8 +90,8 @@ func TestRowIndex(t *testing.T) {
 	wantID[7], wantMatch[matches[7]] = r, r
 	check(-3)
 	// The load stays at most three quarters.
-	if byID.used*4 > len(byID.slots)*3 {
-		t.Fatalf("%d of %d slots used", byID.used, len(byID.slots))
+	if used, size := byID.x.Used(); used*4 > size*3 {
+		t.Fatalf("%d of %d slots used", used, size)
 	}
 }
 

@@ -307,7 +307,7 @@ func (x *matchIDs) len() int { return x.one.len() }
 // add adds r to its Match's rows and reports whether the Match has
 // several now.
 func (x *matchIDs) add(r *row) (shared bool) {
-	if x.one.slots == nil {
+	if !x.one.match { // the zero matchIDs
 		x.one = newRowIndex(0, true)
 	}
 	if x.one.getMatch(r.Match) == nil {

@@ -422,7 +422,7 @@ func TestCopyShrinksAfterMassRemoval(t *testing.T) {
 	}
 	var c source
 	c.load(first)
-	slots, matchSlots, heap := len(c.byID.slots), len(c.byMatch.one.slots), cap(c.expiry)
+	slots, matchSlots, heap := c.byID.size(), c.byMatch.one.size(), cap(c.expiry)
 	var gone store.Delta
 	for i := keep; i < n; i++ {
 		gone.Gone = append(gone.Gone, int64(i+1))
@@ -437,10 +437,10 @@ func TestCopyShrinksAfterMassRemoval(t *testing.T) {
 	if !c.compactRows(true) || len(c.rows) != keep || c.byID.len() != keep || c.scattered() {
 		t.Fatalf("after a quiet compaction: %d rows, %d by id (scattered %v); want %d", len(c.rows), c.byID.len(), c.scattered(), keep)
 	}
-	if s := len(c.byID.slots); s*8 > slots || s > max(1024, 4*keep) {
+	if s := c.byID.size(); s*8 > slots || s > max(1024, 4*keep) {
 		t.Fatalf("index by id has %d slots for %d rows (%d before)", s, keep, slots)
 	}
-	if s := len(c.byMatch.one.slots); s*8 > matchSlots || s > max(1024, 4*keep) {
+	if s := c.byMatch.one.size(); s*8 > matchSlots || s > max(1024, 4*keep) {
 		t.Fatalf("index by Match has %d slots for %d rows (%d before)", s, keep, matchSlots)
 	}
 	if cap(c.expiry)*4 > heap {
