@@ -176,7 +176,7 @@ func (r *Reconciler) observe(ctx context.Context, now time.Time, full bool, snap
 	drifted := r.src.drifted
 	changed, all, err := r.src.read(ctx, r.d, now, full, snap, r.plan.markDirty)
 	if r.src.drifted != drifted {
-		r.log.Warn("the reconciler's copy of the desired rules differed from the store at the periodic resync; every rule was read again (please report this)")
+		r.log.Warn("the reconciler's copy of the desired rules differed from the store at the periodic resync; every rule was read again and the routers follow the store. Expected only if the database was changed outside ribkeeper (edited by hand, or a backup restored under a running daemon); otherwise report it with this log")
 	}
 	switch {
 	case err == nil:
