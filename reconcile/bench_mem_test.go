@@ -80,11 +80,9 @@ func BenchmarkRTBHHeap(b *testing.B) {
 			return sp.Len() >= n && res.Adopted == n && !res.Changed() && res.Pending == 0 && res.Errors == 0
 		})
 		// The settle timer compacts the rows read during the load a
-		// second after the last pass.
-		deadline := time.Now().Add(time.Minute)
-		for r.settled.Load() == 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		// second after the last pass: measured before, the figure would
+		// be the load's scattered rows.
+		eventually(b, time.Minute, "the rows compacted after the load", func() bool { return r.settled.Load() != 0 })
 		b.StopTimer()
 		heap, inuse, rss := liveHeap()
 		own := heapByOwner()

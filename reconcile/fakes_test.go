@@ -521,7 +521,7 @@ func startLoop(t *testing.T, r *Reconciler) {
 // eventually polls cond until it holds or the timeout passes.
 // eventually waits until cond holds, polling it; timeout is only when to
 // give up (never less than 30 s: a loaded machine is slow, not wrong).
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	timeout = max(timeout, 30*time.Second)
 	deadline := time.Now().Add(timeout)
