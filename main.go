@@ -428,7 +428,7 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		return nil
 	})
 	goRun("memory", func(ctx context.Context) error {
-		releaseAfterBursts(ctx, log.Named("memory"), rec.ChangeCount)
+		releaseAfterBursts(ctx, log.Named("memory"), rec.WorkCount)
 		return nil
 	})
 	goRun("heap floor", func(ctx context.Context) error {

@@ -15,21 +15,24 @@ import (
 // mark: decoded requests, store reads and GoBGP's per-path garbage are
 // freed, but the runtime gives the pages back to the OS only slowly, and
 // the process keeps RSS for a table it no longer holds (measured: 468–489
-// MB of RSS right after 100,000 rules, against 145 MB HeapAlloc). After a burst of at
-// least releaseBurst changes followed by releaseQuiet without any, the
-// free pages are handed back at once. One forced GC per burst, never in
-// the middle of one.
+// MB of RSS right after 100,000 rules, against 145 MB HeapAlloc). After a
+// burst of at least releaseBurst changes followed by releaseQuiet without
+// any, the free pages are handed back at once. One forced GC per burst,
+// never in the middle of one.
 //
-// Work that changes no path also grows the heap: status writes trailing a
-// load, full reads of the table (a million rows read at a resync or after
-// a store error). Once the heap's free pages not yet returned reach
-// releaseIdle and the changes are quiet, they are handed back too, at most
-// once per releaseEvery (each release is a forced GC). Measured at a
-// million RTBH routes: 1.23 GB of free pages still held 16 s after the
-// last status was written, the burst's release having run a minute
-// earlier, between the last path change and the end of the status writes;
-// with releaseEvery at 30 s, 2.0 GB of RSS 13 s after the last status
-// (raw GoBGP: 1.3 GB), the last release having come just before it.
+// A change here is a path changed or a rule status written (the
+// reconciler's WorkCount): a load's statuses are written after its last
+// path changed, for seconds at a million rules, and their garbage is not
+// collected until a cycle runs. Counting path changes alone, the release
+// came between the last path change and the end of the status writes, and
+// what they left stayed in RSS (1.23 GB of free pages 16 s after the last
+// status at a million RTBH routes).
+//
+// Work that changes nothing also grows the heap: full reads of the table
+// (a million rows read at a resync or after a store error). Once the
+// heap's free pages not yet returned reach releaseIdle and the work is
+// quiet, they are handed back too, at most once per releaseEvery (each
+// release is a forced GC).
 const (
 	releaseBurst = 10_000
 	releaseQuiet = 3 * time.Second
@@ -37,7 +40,7 @@ const (
 	releaseEvery = 10 * time.Second
 )
 
-// releaseAfterBursts watches count (the reconciler's ChangeCount) and the
+// releaseAfterBursts watches count (the reconciler's WorkCount) and the
 // heap's free pages until ctx ends and returns freed memory to the OS
 // after each burst, or when much of it is free.
 func releaseAfterBursts(ctx context.Context, log hclog.Logger, count func() uint64) {

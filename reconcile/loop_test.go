@@ -117,11 +117,18 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	if w := st.writeCount(); w != 1 {
 		t.Errorf("the pass that observed the paths wrote status %d times, want one batch", w)
 	}
+	// WorkCount counts the statuses written besides the path changes.
+	if c, w := r.ChangeCount(), r.WorkCount(); c != 100 || w != c+100 {
+		t.Errorf("ChangeCount %d, WorkCount %d; want 100 paths and 100 statuses more", c, w)
+	}
 	for range 3 {
 		pass(t, r)
 	}
 	if w := st.writeCount(); w != 1 {
 		t.Errorf("idle passes wrote status: %d writes, want 1", w)
+	}
+	if c, w := r.ChangeCount(), r.WorkCount(); c != 100 || w != 200 {
+		t.Errorf("idle passes: ChangeCount %d, WorkCount %d; want 100 and 200 still", c, w)
 	}
 	// A failure changes one rule's status: one more write, then none.
 	bad := testRule(t, 7, rateLimit(9))
@@ -135,6 +142,9 @@ func TestStatusWrittenOnlyOnChange(t *testing.T) {
 	pass(t, r)
 	if w := st.writeCount(); w != 2 {
 		t.Errorf("after a failure: %d writes, want 2", w)
+	}
+	if got := r.WorkCount() - r.ChangeCount(); got != 101 {
+		t.Errorf("statuses counted by WorkCount: %d, want 101", got)
 	}
 	if s := st.get(8); s.Announced || s.LastError != errFlaky.Error() {
 		t.Errorf("status of failing rule = %v %q", s.Announced, s.LastError)

@@ -465,7 +465,9 @@ func (r *Reconciler) endReport(w *statusWrites, st *statusBatch, storeOK bool, r
 	}
 	unwritten := !storeOK
 	if w != nil {
-		if _, err := w.done(&r.src); err != nil {
+		_, rules, err := w.done(&r.src)
+		r.statusCount.Add(uint64(rules))
+		if err != nil {
 			storeErr, unwritten = true, true
 			res.Errors++
 			r.log.Warn("cannot write rule status", "error", err)

@@ -276,6 +276,7 @@ type Reconciler struct {
 	readded, orphaned, replaced atomic.Uint64
 	restarts, reannounced       atomic.Uint64
 	changeCount                 atomic.Uint64 // ChangeCount
+	statusCount                 atomic.Uint64 // statuses written (WorkCount)
 
 	// The named parts, owned by the goroutine running passes.
 	src  source    // desired state: full reads and changes since a revision
@@ -328,6 +329,13 @@ func (r *Reconciler) Trigger() { r.wake.notify() }
 // ChangeCount returns how many paths the passes so far added, updated,
 // withdrawn or finished (dry runs count nothing). It only grows.
 func (r *Reconciler) ChangeCount() uint64 { return r.changeCount.Load() }
+
+// WorkCount returns ChangeCount plus how many rule statuses the passes
+// wrote to the store. It only grows. A load's statuses are written after
+// its paths changed (for seconds, at a million rules) and make garbage of
+// their own: a caller that waits for the work of a burst to end, not only
+// its path changes, watches this count.
+func (r *Reconciler) WorkCount() uint64 { return r.changeCount.Load() + r.statusCount.Load() }
 
 // LastPass returns the result of the most recent pass.
 func (r *Reconciler) LastPass() PassResult {

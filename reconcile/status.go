@@ -51,7 +51,8 @@ func (b *statusBatch) flush(ctx context.Context, d Desired, c *source, now func(
 	if w.total >= readAheadMin {
 		c.prefetch(ctx, d)
 	}
-	return w.done(c)
+	writes, _, err = w.done(c)
+	return writes, err
 }
 
 // statusWrites is a flush under way: its writes run off the loop, and
@@ -119,7 +120,8 @@ func (b *statusBatch) start(ctx context.Context, d Desired, c *source, now func(
 }
 
 // done waits for the writes and records those that succeeded in c.
-func (w *statusWrites) done(c *source) (writes int, err error) {
+// rules is how many rules' statuses were written.
+func (w *statusWrites) done(c *source) (writes, rules int, err error) {
 	w.wait()
 	for _, ch := range w.chunks {
 		if ch.err != nil {
@@ -129,11 +131,12 @@ func (w *statusWrites) done(c *source) (writes int, err error) {
 			continue
 		}
 		writes++
+		rules += len(ch.ids)
 		for _, id := range ch.ids {
 			c.wrote(id, ch.st, ch.at)
 		}
 	}
-	return writes, err
+	return writes, rules, err
 }
 
 // statusParallel is how many status writes of a pass are in flight at
