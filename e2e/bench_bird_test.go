@@ -40,70 +40,72 @@ func mb(v int64) float64 { return float64(v) / (1 << 20) }
 // process used from the first write until BIRD held all N (cpu-s; BIRD's
 // own as bird-cpu-s): on a shared machine they say what the load cost
 // when the wall-clock figures are noisy.
+//
+// Ours and raw GoBGP run in rounds, in turn (bench_rounds_test.go), each
+// run on a fresh process and a fresh BIRD; the parent measures, ours and
+// gobgp report the medians and spread (and ours the ratio, round by
+// round). ExaBGP runs once, for reference.
 func BenchmarkBulk(b *testing.B) {
 	n := benchRules(b)
-	var wc *wireCounter
-	var cpu, birdCPU time.Duration
-	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
-		b.ReportMetric(cpu.Seconds(), "cpu-s")
-		b.ReportMetric(birdCPU.Seconds(), "bird-cpu-s")
-		b.ReportMetric(float64(wc.Updates()), "updates")
-		b.ReportMetric(float64(n), "rules")
-		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
-		b.ReportMetric(write.Seconds(), "write-s")
-		b.ReportMetric(mb(cur), "MB-rss")
-		b.ReportMetric(mb(early), "MB-rss-3s")
-		b.ReportMetric(float64(early-rss0)/float64(n), "B-rss-3s/path")
-		b.ReportMetric(mb(peak), "MB-peak")
-		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
+	var ours, raw bulkSide
+	for round := range bulkRounds(b) {
+		inTurn(round, func() {
+			inRound(b, func(tb *roundTB) { ours.runs = append(ours.runs, bulkOurs(tb, n, round)) })
+		}, func() {
+			inRound(b, func(tb *roundTB) { raw.runs = append(raw.runs, bulkRaw(tb, n)) })
+		})
+		b.Logf("round %d: ours %.0f rules/s (%.2f cpu-s), raw GoBGP %.0f rules/s (%.2f cpu-s): %.2f×", round+1,
+			ours.runs[round].rate(), ours.runs[round].cpu.Seconds(), raw.runs[round].rate(), raw.runs[round].cpu.Seconds(),
+			ours.runs[round].rate()/raw.runs[round].rate())
 	}
-	b.Run("ours", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			var d *benchDaemon
-			var bird *birdtest.Router
-			d, bird, wc = startBenchPairCounted(b, true)
-			rss0, _, _ := settledRSS(b, d.pid(), nil)
-			r0 := wc.Reach()
-			b.StartTimer()
-			prof := d.profileWhile(b, "bulk", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 8))
-			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
-			t0 := time.Now()
-			addRules(b, d.client, 0, n, apiBatch, "")
-			write := time.Since(t0)
-			wc.waitReach(b, r0+int64(n), 10*time.Minute)
-			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
-			b.StopTimer()
-			prof()
-			cpu, birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
-			cur, early, peak := settledRSS(b, d.pid(), nil)
-			report(b, el, write, rss0, cur, early, peak)
-		}
-	})
-	b.Run("gobgp", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			raw := startRaw(b)
-			bird := startBird(b, benchBirdAddr, raw.port)
-			wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
-			raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
-			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
-			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
-			r0 := wc.Reach()
-			b.StartTimer()
-			cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
-			t0 := time.Now()
-			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
-			wc.waitReach(b, r0+int64(n), 10*time.Minute)
-			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
-			b.StopTimer()
-			cpu, birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
-			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
-			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, early, peak)
-		}
-	})
+	b.Run("ours", func(b *testing.B) { ours.report(b, &raw) })
+	b.Run("gobgp", func(b *testing.B) { raw.report(b, nil) })
 	// ExaBGP (Debian's, fed through its API process), for reference.
 	b.Run("exabgp", func(b *testing.B) { benchBulkExaBGP(b, n) })
+}
+
+// bulkOurs is round (from 0) of BenchmarkBulk's ours: the built binary
+// and a BIRD, both started for it.
+func bulkOurs(b *roundTB, n, round int) bulkRun {
+	d, bird, wc := startBenchPairCounted(b, true)
+	r := bulkRun{n: n}
+	r.rss0, _, _ = settledRSS(b, d.pid(), nil)
+	r0 := wc.Reach()
+	prof := d.profileWhile(b, "bulk-"+strconv.Itoa(round+1), benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 8))
+	cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
+	t0 := time.Now()
+	addRules(b, d.client, 0, n, apiBatch, "")
+	r.write = time.Since(t0)
+	wc.waitReach(b, r0+int64(n), 10*time.Minute)
+	r.el = waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+	prof()
+	r.cpu, r.birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
+	r.updates = wc.Updates()
+	r.rss, r.early, r.peak = settledRSS(b, d.pid(), nil)
+	return r
+}
+
+// bulkRaw is one round of BenchmarkBulk's gobgp: a raw GoBGP process and a
+// BIRD, both started for it.
+func bulkRaw(b *roundTB, n int) bulkRun {
+	raw := startRaw(b)
+	bird := startBird(b, benchBirdAddr, raw.port)
+	wc := startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+	raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
+	waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
+	r := bulkRun{n: n}
+	r.rss0, _, _ = settledRSS(b, raw.pid(), func() { raw.do("release") })
+	r0 := wc.Reach()
+	cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
+	t0 := time.Now()
+	secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
+	r.write = time.Duration(secs * float64(time.Second))
+	wc.waitReach(b, r0+int64(n), 10*time.Minute)
+	r.el = waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+	r.cpu, r.birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
+	r.updates = wc.Updates()
+	r.rss, r.early, r.peak = settledRSS(b, raw.pid(), func() { raw.do("release") })
+	return r
 }
 
 // BenchmarkTimeToMitigate: rules one at a time: from the start of a
