@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -307,31 +309,33 @@ func waitEstablished(b testing.TB, bird *birdtest.Router) time.Time {
 // set of about 10,000 and all are gone again; then the settled RSS and its
 // growth per distinct rule ever announced. ribkeeper: batches of 1,000
 // through the API with a 1 s TTL, paced at 10,000 rules/s at most and
-// never above 10,000 routes in BIRD (max-live), so expiry removes them. Raw GoBGP: AddPath of each rule and DeletePath of the one
-// added 10,000 earlier. Sending stops after churnMaxTime; then both sides
-// churn the count ribkeeper reached. GoBGP v3.37.0 keeps a table destination per
-// distinct withdrawn NLRI (GOBGP-V3-NOTES.md, defect 1).
+// never above 10,000 routes in BIRD (max-live), so expiry removes them.
+// Raw GoBGP: AddPath of each rule and DeletePath of the one added 10,000
+// earlier. Sending stops after churnMaxTime; then both sides churn the
+// count ribkeeper reached. GoBGP v4.8.0 keeps a table destination per
+// distinct withdrawn NLRI (../shared/GOBGP-NOTES.md); ribkeeper compacts.
+// Whether memory stays bounded is judged on the live heap of both
+// processes, read cycle by cycle from GODEBUG=gctrace=1, over two equal
+// windows after warm-up (bench_churnmem_test.go).
 func BenchmarkChurn(b *testing.B) {
 	total := benchEnv(b, "RIBKEEPER_BENCH_CHURN", 1_000_000)
-	// halves reports the highest RSS seen in the first and in the second
-	// half of the churn: a process whose memory is bounded reaches the
-	// same high-water mark in both, one that keeps what it churned
-	// reaches about twice as high in the second.
-	halves := func(b *testing.B, samples []rssSample) {
-		if len(samples) < 4 {
-			return
+	// Both processes (ribkeeper, the raw helper) inherit it.
+	b.Setenv("GODEBUG", "gctrace=1")
+	// windows reports the memory of the churn from t0 to end of a process
+	// started at started, whose stderr is in logPath.
+	windows := func(b *testing.B, t0, end time.Time, rss []rssSample, logPath string, started time.Time) {
+		data, err := os.ReadFile(logPath)
+		if err != nil {
+			b.Fatal(err)
 		}
-		mid := samples[0].at.Add(samples[len(samples)-1].at.Sub(samples[0].at) / 2)
-		var p1, p2 int64
-		for _, s := range samples {
-			if s.at.Before(mid) {
-				p1 = max(p1, s.rss)
-			} else {
-				p2 = max(p2, s.rss)
-			}
+		w := churnWindows(t0, end)
+		cycles, compactions := gcCycles(data, started), compactionTimes(data)
+		for i := range w {
+			w[i].fill(cycles, rss, compactions)
 		}
-		b.ReportMetric(mb(p1), "MB-peak-1st-half")
-		b.ReportMetric(mb(p2), "MB-peak-2nd-half")
+		b.Logf("live heap floor %.0f then %.0f MB (peaks %.0f, %.0f; %d and %d GC cycles; %d and %d compactions)",
+			mb(w[0].liveFloor), mb(w[1].liveFloor), mb(w[0].livePeak), mb(w[1].livePeak), w[0].cycles, w[1].cycles, w[0].compactions, w[1].compactions)
+		reportWindows(b, w)
 	}
 	report := func(b *testing.B, el time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(total), "rules")
@@ -378,9 +382,10 @@ func BenchmarkChurn(b *testing.B) {
 				}
 				addRules(b, d.client, i, min(i+apiBatch, total), apiBatch, ttl.String())
 			}
-			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			end := waitCount(b, bird, "ft4", 0, 10*time.Minute)
+			el := end.Sub(t0)
 			b.StopTimer()
-			halves(b, sampler())
+			windows(b, t0, end, sampler(), filepath.Join(d.dir, "ribkeeper.log"), d.started)
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			report(b, el, rss0, cur, early, peak)
 			b.ReportMetric(float64(maxLive), "max-live")
@@ -398,9 +403,10 @@ func BenchmarkChurn(b *testing.B) {
 			sampler := sampleRSS(b, raw.pid())
 			t0 := time.Now()
 			raw.do(fmt.Sprintf("churn %d %d", total, churnLive))
-			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			end := waitCount(b, bird, "ft4", 0, 10*time.Minute)
+			el := end.Sub(t0)
 			b.StopTimer()
-			halves(b, sampler())
+			windows(b, t0, end, sampler(), raw.errLog, raw.started)
 			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			report(b, el, rss0, cur, early, peak)
 		}

@@ -216,26 +216,9 @@ var targets = []target{
 		},
 	},
 	{
-		what: "Memory after churn: RSS while churning distinct rules through a 10k live set",
-		goal: "bounded: the second half of the churn peaks no higher than the first (+15%); GoBGP v4.8.0 keeps a table entry per NLRI, compaction moves to a fresh server",
-		eval: func(g getter) (string, bool, bool) {
-			p1, ok1 := g("BenchmarkChurn/ours", "MB-peak-1st-half")
-			p2, ok2 := g("BenchmarkChurn/ours", "MB-peak-2nd-half")
-			if !ok1 || !ok2 || p1 == 0 {
-				return "", false, false
-			}
-			n, _ := g("BenchmarkChurn/ours", "rules")
-			o, _ := g("BenchmarkChurn/ours", "B-rss/churned")
-			mbv, _ := g("BenchmarkChurn/ours", "MB-rss")
-			s := fmt.Sprintf("peak %s MB in the first half, %s MB in the second (%s rules); settled %s MB after, %s B/rule",
-				num(p1), num(p2), num(n), num(mbv), num(o))
-			if r1, ok := g("BenchmarkChurn/gobgp", "MB-peak-1st-half"); ok {
-				r2, _ := g("BenchmarkChurn/gobgp", "MB-peak-2nd-half")
-				rm, _ := g("BenchmarkChurn/gobgp", "MB-rss")
-				s += fmt.Sprintf("; raw GoBGP %s then %s MB, %s MB after", num(r1), num(r2), num(rm))
-			}
-			return s, p2 <= 1.15*p1, true
-		},
+		what: "Memory after churn: distinct rules churned through a 10k live set",
+		goal: "bounded: what the process keeps does not grow with the rules churned: the lowest live heap after a GC in the churn's last 3/8 no higher than in the 3/8 before (+15 %, at least 16 MiB; the first quarter is warm-up); GoBGP v4.8.0 keeps a table entry per NLRI (raw GoBGP fails this), ribkeeper compacts",
+		eval: churnBounded,
 	},
 	{
 		what: "Signals: sustained signals/s with correlation and playbooks on (1,000 ongoing attacks; playbook.BenchmarkSignals)",
@@ -460,4 +443,47 @@ func bulkRounds(g getter, goal float64) (fig string, met, ok bool) {
 		}
 	}
 	return fig, x >= goal, true
+}
+
+// churnBounded judges BenchmarkChurn: ours' verdict on the live-heap
+// floors of its two windows after warm-up (e2e/bench_churnmem_test.go),
+// with the peaks, RSS and compactions of each window, and raw GoBGP's
+// beside. A run from before the windows is judged on its halves' RSS
+// peaks, as it was.
+func churnBounded(g getter) (string, bool, bool) {
+	const o, r = "BenchmarkChurn/ours", "BenchmarkChurn/gobgp"
+	v := func(name, unit string) string {
+		f, _ := g(name, unit)
+		return num(f)
+	}
+	n, _ := g(o, "rules")
+	verdict, ok := g(o, "bounded")
+	if !ok {
+		p1, ok1 := g(o, "MB-peak-1st-half")
+		p2, ok2 := g(o, "MB-peak-2nd-half")
+		if !ok1 || !ok2 || p1 == 0 {
+			return "", false, false
+		}
+		return fmt.Sprintf("peak RSS %s MB in the first half, %s MB in the second (%s rules)", num(p1), num(p2), num(n)), p2 <= 1.15*p1, true
+	}
+	side := func(name string) string {
+		return fmt.Sprintf("live heap floor %s → %s MB (peaks %s, %s MB), RSS floor %s → %s MB (peaks %s, %s MB)",
+			v(name, "MB-live-floor-w1"), v(name, "MB-live-floor-w2"), v(name, "MB-live-peak-w1"), v(name, "MB-live-peak-w2"),
+			v(name, "MB-rss-floor-w1"), v(name, "MB-rss-floor-w2"), v(name, "MB-rss-peak-w1"), v(name, "MB-rss-peak-w2"))
+	}
+	c1, _ := g(o, "compactions-w1")
+	c2, _ := g(o, "compactions-w2")
+	fig := fmt.Sprintf("%s rules; ribkeeper: %s, %.0f and %.0f compactions in the two windows; settled %s MB after, %s B/rule",
+		num(n), side(o), c1, c2, v(o, "MB-rss"), v(o, "B-rss/churned"))
+	if c1 == 0 || c2 == 0 {
+		fig += " (a window without a compaction: too short a churn to show the bound, it shows GoBGP's own leak until compact_after)"
+	}
+	if rv, ok := g(r, "bounded"); ok {
+		word := "bounded"
+		if rv != 1 {
+			word = "not bounded"
+		}
+		fig += fmt.Sprintf("; raw GoBGP (%s): %s, settled %s MB after", word, side(r), v(r, "MB-rss"))
+	}
+	return fig, verdict == 1, true
 }

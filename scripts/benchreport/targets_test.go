@@ -51,3 +51,37 @@ func TestBulkRounds(t *testing.T) {
 		t.Errorf("without rounds: %q met %v ok %v, want 0.80× met", fig, met, ok)
 	}
 }
+
+// TestChurnBounded: BenchmarkChurn is judged on ours' verdict from the
+// live-heap floors, the figure showing both windows and raw GoBGP's
+// verdict; a run from before the windows on its halves' RSS peaks.
+func TestChurnBounded(t *testing.T) {
+	m := map[string]float64{
+		"BenchmarkChurn/ours rules":             1e6,
+		"BenchmarkChurn/ours bounded":           1,
+		"BenchmarkChurn/ours MB-live-floor-w1":  46,
+		"BenchmarkChurn/ours MB-live-floor-w2":  40,
+		"BenchmarkChurn/ours compactions-w1":    1,
+		"BenchmarkChurn/ours compactions-w2":    2,
+		"BenchmarkChurn/gobgp bounded":          0,
+		"BenchmarkChurn/gobgp MB-live-floor-w1": 107,
+		"BenchmarkChurn/gobgp MB-live-floor-w2": 204,
+	}
+	fig, met, ok := churnBounded(getterOf(m))
+	if !ok || !met {
+		t.Errorf("bounded: met %v ok %v, want met", met, ok)
+	}
+	for _, want := range []string{"live heap floor 46.00 → 40.00 MB", "1 and 2 compactions", "raw GoBGP (not bounded): live heap floor 107 → 204 MB"} {
+		if !strings.Contains(fig, want) {
+			t.Errorf("figure %q lacks %q", fig, want)
+		}
+	}
+	m["BenchmarkChurn/ours bounded"] = 0
+	if _, met, _ := churnBounded(getterOf(m)); met {
+		t.Error("not bounded: met")
+	}
+	old := map[string]float64{"BenchmarkChurn/ours MB-peak-1st-half": 810, "BenchmarkChurn/ours MB-peak-2nd-half": 956}
+	if _, met, ok := churnBounded(getterOf(old)); !ok || met {
+		t.Errorf("halves 810 → 956 MB: met %v ok %v, want not met", met, ok)
+	}
+}
