@@ -476,7 +476,7 @@ func churnBounded(g getter) (string, bool, bool) {
 	fig := fmt.Sprintf("%s rules; ribkeeper: %s, %.0f and %.0f compactions in the two windows; settled %s MB after, %s B/rule",
 		num(n), side(o), c1, c2, v(o, "MB-rss"), v(o, "B-rss/churned"))
 	if c1 == 0 || c2 == 0 {
-		fig += " (a window without a compaction: too short a churn to show the bound, it shows GoBGP's own leak until compact_after)"
+		fig += " (a window without a compaction: the churn was too short or too slow to show the bound there; between compactions the floor follows GoBGP's own leak)"
 	}
 	if rv, ok := g(r, "bounded"); ok {
 		word := "bounded"
