@@ -10,6 +10,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -40,70 +42,72 @@ func mb(v int64) float64 { return float64(v) / (1 << 20) }
 // process used from the first write until BIRD held all N (cpu-s; BIRD's
 // own as bird-cpu-s): on a shared machine they say what the load cost
 // when the wall-clock figures are noisy.
+//
+// Ours and raw GoBGP run in rounds, in turn (bench_rounds_test.go), each
+// run on a fresh process and a fresh BIRD; the parent measures, ours and
+// gobgp report the medians and spread (and ours the ratio, round by
+// round). ExaBGP runs once, for reference.
 func BenchmarkBulk(b *testing.B) {
 	n := benchRules(b)
-	var wc *wireCounter
-	var cpu, birdCPU time.Duration
-	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
-		b.ReportMetric(cpu.Seconds(), "cpu-s")
-		b.ReportMetric(birdCPU.Seconds(), "bird-cpu-s")
-		b.ReportMetric(float64(wc.Updates()), "updates")
-		b.ReportMetric(float64(n), "rules")
-		b.ReportMetric(float64(n)/el.Seconds(), "rules/s")
-		b.ReportMetric(write.Seconds(), "write-s")
-		b.ReportMetric(mb(cur), "MB-rss")
-		b.ReportMetric(mb(early), "MB-rss-3s")
-		b.ReportMetric(float64(early-rss0)/float64(n), "B-rss-3s/path")
-		b.ReportMetric(mb(peak), "MB-peak")
-		b.ReportMetric(float64(cur-rss0)/float64(n), "B-rss/path")
+	var ours, raw bulkSide
+	for round := range bulkRounds(b) {
+		inTurn(round, func() {
+			inRound(b, func(tb *roundTB) { ours.runs = append(ours.runs, bulkOurs(tb, n, round)) })
+		}, func() {
+			inRound(b, func(tb *roundTB) { raw.runs = append(raw.runs, bulkRaw(tb, n)) })
+		})
+		b.Logf("round %d: ours %.0f rules/s (%.2f cpu-s), raw GoBGP %.0f rules/s (%.2f cpu-s): %.2f×", round+1,
+			ours.runs[round].rate(), ours.runs[round].cpu.Seconds(), raw.runs[round].rate(), raw.runs[round].cpu.Seconds(),
+			ours.runs[round].rate()/raw.runs[round].rate())
 	}
-	b.Run("ours", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			var d *benchDaemon
-			var bird *birdtest.Router
-			d, bird, wc = startBenchPairCounted(b, true)
-			rss0, _, _ := settledRSS(b, d.pid(), nil)
-			r0 := wc.Reach()
-			b.StartTimer()
-			prof := d.profileWhile(b, "bulk", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 8))
-			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
-			t0 := time.Now()
-			addRules(b, d.client, 0, n, apiBatch, "")
-			write := time.Since(t0)
-			wc.waitReach(b, r0+int64(n), 10*time.Minute)
-			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
-			b.StopTimer()
-			prof()
-			cpu, birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
-			cur, early, peak := settledRSS(b, d.pid(), nil)
-			report(b, el, write, rss0, cur, early, peak)
-		}
-	})
-	b.Run("gobgp", func(b *testing.B) {
-		for range b.N {
-			b.StopTimer()
-			raw := startRaw(b)
-			bird := startBird(b, benchBirdAddr, raw.port)
-			wc = startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
-			raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
-			waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
-			rss0, _, _ := settledRSS(b, raw.pid(), func() { raw.do("release") })
-			r0 := wc.Reach()
-			b.StartTimer()
-			cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
-			t0 := time.Now()
-			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
-			wc.waitReach(b, r0+int64(n), 10*time.Minute)
-			el := waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
-			b.StopTimer()
-			cpu, birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
-			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
-			report(b, el, time.Duration(secs*float64(time.Second)), rss0, cur, early, peak)
-		}
-	})
+	b.Run("ours", func(b *testing.B) { ours.report(b, &raw) })
+	b.Run("gobgp", func(b *testing.B) { raw.report(b, nil) })
 	// ExaBGP (Debian's, fed through its API process), for reference.
 	b.Run("exabgp", func(b *testing.B) { benchBulkExaBGP(b, n) })
+}
+
+// bulkOurs is round (from 0) of BenchmarkBulk's ours: the built binary
+// and a BIRD, both started for it.
+func bulkOurs(b *roundTB, n, round int) bulkRun {
+	d, bird, wc := startBenchPairCounted(b, true)
+	r := bulkRun{n: n}
+	r.rss0, _, _ = settledRSS(b, d.pid(), nil)
+	r0 := wc.Reach()
+	prof := d.profileWhile(b, "bulk-"+strconv.Itoa(round+1), benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 8))
+	cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
+	t0 := time.Now()
+	addRules(b, d.client, 0, n, apiBatch, "")
+	r.write = time.Since(t0)
+	wc.waitReach(b, r0+int64(n), 10*time.Minute)
+	r.el = waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+	prof()
+	r.cpu, r.birdCPU = cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
+	r.updates = wc.Updates()
+	r.rss, r.early, r.peak = settledRSS(b, d.pid(), nil)
+	return r
+}
+
+// bulkRaw is one round of BenchmarkBulk's gobgp: a raw GoBGP process and a
+// BIRD, both started for it.
+func bulkRaw(b *roundTB, n int) bulkRun {
+	raw := startRaw(b)
+	bird := startBird(b, benchBirdAddr, raw.port)
+	wc := startWireCounter(b, benchRelayAddr, benchSpeakerAddr, net.JoinHostPort(benchBirdAddr, strconv.Itoa(bird.Port)))
+	raw.do(fmt.Sprintf("peer %s %d", wc.Addr, wc.Port))
+	waitFor(b, 20*time.Second, "raw GoBGP session with BIRD", func() bool { return bird.Established(0) })
+	r := bulkRun{n: n}
+	r.rss0, _, _ = settledRSS(b, raw.pid(), func() { raw.do("release") })
+	r0 := wc.Reach()
+	cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
+	t0 := time.Now()
+	secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("add 0 %d", n))[0], 64)
+	r.write = time.Duration(secs * float64(time.Second))
+	wc.waitReach(b, r0+int64(n), 10*time.Minute)
+	r.el = waitCount(b, bird, "ft4", n, 10*time.Minute).Sub(t0)
+	r.cpu, r.birdCPU = cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
+	r.updates = wc.Updates()
+	r.rss, r.early, r.peak = settledRSS(b, raw.pid(), func() { raw.do("release") })
+	return r
 }
 
 // BenchmarkTimeToMitigate: rules one at a time: from the start of a
@@ -305,31 +309,33 @@ func waitEstablished(b testing.TB, bird *birdtest.Router) time.Time {
 // set of about 10,000 and all are gone again; then the settled RSS and its
 // growth per distinct rule ever announced. ribkeeper: batches of 1,000
 // through the API with a 1 s TTL, paced at 10,000 rules/s at most and
-// never above 10,000 routes in BIRD (max-live), so expiry removes them. Raw GoBGP: AddPath of each rule and DeletePath of the one
-// added 10,000 earlier. Sending stops after churnMaxTime; then both sides
-// churn the count ribkeeper reached. GoBGP v3.37.0 keeps a table destination per
-// distinct withdrawn NLRI (GOBGP-V3-NOTES.md, defect 1).
+// never above 10,000 routes in BIRD (max-live), so expiry removes them.
+// Raw GoBGP: AddPath of each rule and DeletePath of the one added 10,000
+// earlier. Sending stops after churnMaxTime; then both sides churn the
+// count ribkeeper reached. GoBGP v4.8.0 keeps a table destination per
+// distinct withdrawn NLRI (../shared/GOBGP-NOTES.md); ribkeeper compacts.
+// Whether memory stays bounded is judged on the live heap of both
+// processes, read cycle by cycle from GODEBUG=gctrace=1, over two equal
+// windows after warm-up (bench_churnmem_test.go).
 func BenchmarkChurn(b *testing.B) {
 	total := benchEnv(b, "RIBKEEPER_BENCH_CHURN", 1_000_000)
-	// halves reports the highest RSS seen in the first and in the second
-	// half of the churn: a process whose memory is bounded reaches the
-	// same high-water mark in both, one that keeps what it churned
-	// reaches about twice as high in the second.
-	halves := func(b *testing.B, samples []rssSample) {
-		if len(samples) < 4 {
-			return
+	// Both processes (ribkeeper, the raw helper) inherit it.
+	b.Setenv("GODEBUG", "gctrace=1")
+	// windows reports the memory of the churn from t0 to end of a process
+	// started at started, whose stderr is in logPath.
+	windows := func(b *testing.B, t0, end time.Time, rss []rssSample, logPath string, started time.Time) {
+		data, err := os.ReadFile(logPath)
+		if err != nil {
+			b.Fatal(err)
 		}
-		mid := samples[0].at.Add(samples[len(samples)-1].at.Sub(samples[0].at) / 2)
-		var p1, p2 int64
-		for _, s := range samples {
-			if s.at.Before(mid) {
-				p1 = max(p1, s.rss)
-			} else {
-				p2 = max(p2, s.rss)
-			}
+		w := churnWindows(t0, end)
+		cycles, compactions := gcCycles(data, started), compactionTimes(data)
+		for i := range w {
+			w[i].fill(cycles, rss, compactions)
 		}
-		b.ReportMetric(mb(p1), "MB-peak-1st-half")
-		b.ReportMetric(mb(p2), "MB-peak-2nd-half")
+		b.Logf("live heap floor %.0f then %.0f MB (peaks %.0f, %.0f; %d and %d GC cycles; %d and %d compactions)",
+			mb(w[0].liveFloor), mb(w[1].liveFloor), mb(w[0].livePeak), mb(w[1].livePeak), w[0].cycles, w[1].cycles, w[0].compactions, w[1].compactions)
+		reportWindows(b, w)
 	}
 	report := func(b *testing.B, el time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(total), "rules")
@@ -376,9 +382,10 @@ func BenchmarkChurn(b *testing.B) {
 				}
 				addRules(b, d.client, i, min(i+apiBatch, total), apiBatch, ttl.String())
 			}
-			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			end := waitCount(b, bird, "ft4", 0, 10*time.Minute)
+			el := end.Sub(t0)
 			b.StopTimer()
-			halves(b, sampler())
+			windows(b, t0, end, sampler(), filepath.Join(d.dir, "ribkeeper.log"), d.started)
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			report(b, el, rss0, cur, early, peak)
 			b.ReportMetric(float64(maxLive), "max-live")
@@ -396,9 +403,10 @@ func BenchmarkChurn(b *testing.B) {
 			sampler := sampleRSS(b, raw.pid())
 			t0 := time.Now()
 			raw.do(fmt.Sprintf("churn %d %d", total, churnLive))
-			el := waitCount(b, bird, "ft4", 0, 10*time.Minute).Sub(t0)
+			end := waitCount(b, bird, "ft4", 0, 10*time.Minute)
+			el := end.Sub(t0)
 			b.StopTimer()
-			halves(b, sampler())
+			windows(b, t0, end, sampler(), raw.errLog, raw.started)
 			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			report(b, el, rss0, cur, early, peak)
 		}

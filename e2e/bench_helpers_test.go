@@ -269,6 +269,9 @@ type benchDaemon struct {
 	cmd    *exec.Cmd
 	log    *os.File
 	client *cli.Client
+	// started is when the process last began (gctrace's @ times count
+	// from about then: gcCycles).
+	started time.Time
 }
 
 // startBenchPair starts BIRD and ribkeeper (SQLite, log level info as in
@@ -350,6 +353,7 @@ func (d *benchDaemon) start() {
 	}
 	d.cmd = exec.Command(binary, "serve", "--config", d.conf)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.started = time.Now()
 	if err := d.cmd.Start(); err != nil {
 		d.b.Fatalf("start ribkeeper: %v", err)
 	}
@@ -418,6 +422,8 @@ type rawProc struct {
 	port int
 	// errLog holds the helper's stderr.
 	errLog string
+	// started is when the process began (see benchDaemon.started).
+	started time.Time
 }
 
 const rawHelperEnv = "RIBKEEPER_RAW_GOBGP_HELPER"
@@ -440,10 +446,11 @@ func startRaw(b testing.TB) *rawProc {
 	if err != nil {
 		b.Fatal(err)
 	}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("start raw GoBGP helper: %v", err)
 	}
-	r := &rawProc{b: b, cmd: cmd, in: in, out: bufio.NewScanner(outp), port: port, errLog: errLog.Name()}
+	r := &rawProc{b: b, cmd: cmd, in: in, out: bufio.NewScanner(outp), port: port, errLog: errLog.Name(), started: started}
 	b.Cleanup(func() {
 		in.Close()
 		cmd.Process.Kill()

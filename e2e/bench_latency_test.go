@@ -90,13 +90,7 @@ func interleave(rounds, n int, a, c func(k int) time.Duration) (sa, sc latencySi
 		lc := make([]time.Duration, 0, n)
 		for i := range n {
 			k := round*n + i
-			if i%2 == 0 {
-				la = append(la, a(k))
-				lc = append(lc, c(k))
-			} else {
-				lc = append(lc, c(k))
-				la = append(la, a(k))
-			}
+			inTurn(i, func() { la = append(la, a(k)) }, func() { lc = append(lc, c(k)) })
 		}
 		sa.endRound(la)
 		sc.endRound(lc)

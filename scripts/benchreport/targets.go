@@ -49,6 +49,9 @@ var targets = []target{
 		what: "Bulk: API → BIRD rate, ribkeeper ÷ raw GoBGP v4 (batched AddPath)",
 		goal: "≥ 0.8×",
 		eval: func(g getter) (string, bool, bool) {
+			if fig, met, ok := bulkRounds(g, 0.8); ok {
+				return fig, met, ok
+			}
 			fig, met, ok := ratio("BenchmarkBulk/ours", "BenchmarkBulk/gobgp", "rules/s",
 				func(r float64) bool { return r >= 0.8 }, "%.2f× (%s %s vs %s %s %s)")(g)
 			if !ok {
@@ -213,26 +216,9 @@ var targets = []target{
 		},
 	},
 	{
-		what: "Memory after churn: RSS while churning distinct rules through a 10k live set",
-		goal: "bounded: the second half of the churn peaks no higher than the first (+15%); GoBGP v4.8.0 keeps a table entry per NLRI, compaction moves to a fresh server",
-		eval: func(g getter) (string, bool, bool) {
-			p1, ok1 := g("BenchmarkChurn/ours", "MB-peak-1st-half")
-			p2, ok2 := g("BenchmarkChurn/ours", "MB-peak-2nd-half")
-			if !ok1 || !ok2 || p1 == 0 {
-				return "", false, false
-			}
-			n, _ := g("BenchmarkChurn/ours", "rules")
-			o, _ := g("BenchmarkChurn/ours", "B-rss/churned")
-			mbv, _ := g("BenchmarkChurn/ours", "MB-rss")
-			s := fmt.Sprintf("peak %s MB in the first half, %s MB in the second (%s rules); settled %s MB after, %s B/rule",
-				num(p1), num(p2), num(n), num(mbv), num(o))
-			if r1, ok := g("BenchmarkChurn/gobgp", "MB-peak-1st-half"); ok {
-				r2, _ := g("BenchmarkChurn/gobgp", "MB-peak-2nd-half")
-				rm, _ := g("BenchmarkChurn/gobgp", "MB-rss")
-				s += fmt.Sprintf("; raw GoBGP %s then %s MB, %s MB after", num(r1), num(r2), num(rm))
-			}
-			return s, p2 <= 1.15*p1, true
-		},
+		what: "Memory after churn: distinct rules churned through a 10k live set",
+		goal: "bounded: what the process keeps does not grow with the rules churned: the lowest live heap after a GC in the churn's last 3/8 no higher than in the 3/8 before (+15 %, at least 16 MiB; the first quarter is warm-up); GoBGP v4.8.0 keeps a table entry per NLRI (raw GoBGP fails this), ribkeeper compacts",
+		eval: churnBounded,
 	},
 	{
 		what: "Signals: sustained signals/s with correlation and playbooks on (1,000 ongoing attacks; playbook.BenchmarkSignals)",
@@ -422,4 +408,82 @@ func roundSpread(g getter, bench string) string {
 		n, v("ours", "p50-lo-ms"), v("ours", "p50-hi-ms"), v("exabgp", "p50-lo-ms"), v("exabgp", "p50-hi-ms"),
 		v("ours", "p99-lo-ms"), v("ours", "p99-hi-ms"), v("exabgp", "p99-lo-ms"), v("exabgp", "p99-hi-ms"),
 		le50, n, le99)
+}
+
+// bulkRounds judges BenchmarkBulk run in rounds, ours and raw GoBGP in
+// turn (e2e/bench_rounds_test.go): the median of the per-round ratios
+// against goal, with each round's ratio, how many met the goal, and each
+// side's median rate and CPU with their spread. ok is false for a run
+// without rounds.
+func bulkRounds(g getter, goal float64) (fig string, met, ok bool) {
+	const o, r = "BenchmarkBulk/ours", "BenchmarkBulk/gobgp"
+	x, ok := g(o, "x-gobgp")
+	if !ok {
+		return "", false, false
+	}
+	n, _ := g(o, "rounds")
+	v := func(name, unit string) string {
+		f, _ := g(name, unit)
+		return num(f)
+	}
+	var each []string
+	for i := 1; i <= int(n); i++ {
+		if xi, ok := g(o, fmt.Sprintf("x-gobgp-r%d", i)); ok {
+			each = append(each, fmt.Sprintf("%.2f", xi))
+		}
+	}
+	ge, _ := g(o, "rounds-ge-goal")
+	fig = fmt.Sprintf("%.2f×, the median of %.0f rounds in turn (each round: %s; %.0f of %.0f at %.1f× or more); rules/s median (lo–hi): ribkeeper %s (%s–%s), raw GoBGP %s (%s–%s); CPU-s median: %s vs %s",
+		x, n, strings.Join(each, ", "), ge, n, goal,
+		v(o, "rules/s"), v(o, "rules/s-lo"), v(o, "rules/s-hi"), v(r, "rules/s"), v(r, "rules/s-lo"), v(r, "rules/s-hi"),
+		v(o, "cpu-s"), v(r, "cpu-s"))
+	for _, who := range []string{"ours", "gobgp", "exabgp"} {
+		if u, ok := g("BenchmarkBulk/"+who, "updates"); ok {
+			fig += fmt.Sprintf("; %s %s rules/s in %s UPDATEs", who, v("BenchmarkBulk/"+who, "rules/s"), num(u))
+		}
+	}
+	return fig, x >= goal, true
+}
+
+// churnBounded judges BenchmarkChurn: ours' verdict on the live-heap
+// floors of its two windows after warm-up (e2e/bench_churnmem_test.go),
+// with the peaks, RSS and compactions of each window, and raw GoBGP's
+// beside. A run from before the windows is judged on its halves' RSS
+// peaks, as it was.
+func churnBounded(g getter) (string, bool, bool) {
+	const o, r = "BenchmarkChurn/ours", "BenchmarkChurn/gobgp"
+	v := func(name, unit string) string {
+		f, _ := g(name, unit)
+		return num(f)
+	}
+	n, _ := g(o, "rules")
+	verdict, ok := g(o, "bounded")
+	if !ok {
+		p1, ok1 := g(o, "MB-peak-1st-half")
+		p2, ok2 := g(o, "MB-peak-2nd-half")
+		if !ok1 || !ok2 || p1 == 0 {
+			return "", false, false
+		}
+		return fmt.Sprintf("peak RSS %s MB in the first half, %s MB in the second (%s rules)", num(p1), num(p2), num(n)), p2 <= 1.15*p1, true
+	}
+	side := func(name string) string {
+		return fmt.Sprintf("live heap floor %s → %s MB (peaks %s, %s MB), RSS floor %s → %s MB (peaks %s, %s MB)",
+			v(name, "MB-live-floor-w1"), v(name, "MB-live-floor-w2"), v(name, "MB-live-peak-w1"), v(name, "MB-live-peak-w2"),
+			v(name, "MB-rss-floor-w1"), v(name, "MB-rss-floor-w2"), v(name, "MB-rss-peak-w1"), v(name, "MB-rss-peak-w2"))
+	}
+	c1, _ := g(o, "compactions-w1")
+	c2, _ := g(o, "compactions-w2")
+	fig := fmt.Sprintf("%s rules; ribkeeper: %s, %.0f and %.0f compactions in the two windows; settled %s MB after, %s B/rule",
+		num(n), side(o), c1, c2, v(o, "MB-rss"), v(o, "B-rss/churned"))
+	if c1 == 0 || c2 == 0 {
+		fig += " (a window without a compaction: the churn was too short or too slow to show the bound there; between compactions the floor follows GoBGP's own leak)"
+	}
+	if rv, ok := g(r, "bounded"); ok {
+		word := "bounded"
+		if rv != 1 {
+			word = "not bounded"
+		}
+		fig += fmt.Sprintf("; raw GoBGP (%s): %s, settled %s MB after", word, side(r), v(r, "MB-rss"))
+	}
+	return fig, verdict == 1, true
 }
