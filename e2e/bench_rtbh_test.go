@@ -44,6 +44,8 @@ var rtbhNextHop = netip.MustParseAddr("192.0.2.99")
 // over the same process's settled RSS with the session up and no routes,
 // per route.
 //
+// gc-cycles (ours) counts the daemon's collection cycles from the first
+// call until BIRD held every route.
 // cpu-s and bird-cpu-s are the CPU time the speaker process and BIRD used
 // from the first call until BIRD held every route, cpu-status-s (ours)
 // the daemon's until every status read as announced: on a shared machine
@@ -91,7 +93,7 @@ func BenchmarkRTBH(b *testing.B) {
 			ctl := dialBird(b, bird)
 			r0 := wc.Reach()
 			b.StartTimer()
-			cpu0, bird0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid())
+			cpu0, bird0, gc0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid()), d.gcCycles()
 			t0 := time.Now()
 			prof := func() {}
 			if os.Getenv("RIBKEEPER_BENCH_PROF_CATCHUP") == "" {
@@ -129,6 +131,7 @@ func BenchmarkRTBH(b *testing.B) {
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
 			cpu, birdCPU := cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			b.StopTimer()
+			b.ReportMetric(d.gcCycles()-gc0, "gc-cycles")
 			prof()
 			d.heapProfile("heap-bird", false)
 			// The reconciler records each route's status after BIRD
@@ -290,4 +293,31 @@ func (d *benchDaemon) heapProfile(name string, settled bool) {
 		}
 		os.WriteFile(filepath.Join(dir, name+".memstats"), []byte(strings.Join(stats, "\n")+"\n"), 0o644)
 	}
+}
+
+// gcCycles is the daemon's count of completed GC cycles
+// (go_gc_duration_seconds_count of its /metrics), -1 when unreadable.
+func (d *benchDaemon) gcCycles() float64 {
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+		},
+	}}
+	resp, err := hc.Get("http://ribkeeper/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_gc_duration_seconds_count "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
