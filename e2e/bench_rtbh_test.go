@@ -52,10 +52,11 @@ var rtbhNextHop = netip.MustParseAddr("192.0.2.99")
 // they say what the load cost where the wall times cannot.
 //
 // RIBKEEPER_BENCH_PROFILE=DIR saves a CPU profile and trace of the daemon
-// over RIBKEEPER_BENCH_PROF_S seconds (default 20) from the first call, or
-// from the end of the API writes with RIBKEEPER_BENCH_PROF_CATCHUP=1 (the
-// speaker catching up alone) (rtbh.cpu.pb.gz, rtbh.trace: profileWhile),
-// and its heap profile at the end
+// over RIBKEEPER_BENCH_PROF_S seconds (default 20) from the first call
+// (rtbh-start.cpu.pb.gz, rtbh-start.trace: profileWhile), or from where
+// RIBKEEPER_BENCH_PROF_AT says: "api" the end of the API writes (the
+// speaker catching up alone), "bird" once BIRD held every route (the
+// statuses trailing); and its heap profile at the end
 // of the API writes (heap-api.pb.gz), once BIRD holds every route
 // (heap-bird.pb.gz) and once settled (heap-settled.pb.gz), from its
 // control socket: where the memory of the peak and of the steady state
@@ -95,10 +96,15 @@ func BenchmarkRTBH(b *testing.B) {
 			b.StartTimer()
 			cpu0, bird0, gc0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid()), d.gcCycles()
 			t0 := time.Now()
+			// The profile starts at the phase RIBKEEPER_BENCH_PROF_AT names.
+			profAt := os.Getenv("RIBKEEPER_BENCH_PROF_AT")
 			prof := func() {}
-			if os.Getenv("RIBKEEPER_BENCH_PROF_CATCHUP") == "" {
-				prof = d.profileWhile(b, "rtbh", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 20))
+			profile := func(at string) {
+				if at == profAt || (at == "start" && profAt == "") {
+					prof = d.profileWhile(b, "rtbh-"+at, benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 20))
+				}
 			}
+			profile("start")
 			retries := 0
 			for i := 0; i < n; i += rtbhBatch {
 				reqs := rtbhRequests(i, min(i+rtbhBatch, n))
@@ -123,16 +129,14 @@ func BenchmarkRTBH(b *testing.B) {
 			}
 			b.ReportMetric(float64(retries), "retries-503")
 			write := time.Since(t0)
-			if os.Getenv("RIBKEEPER_BENCH_PROF_CATCHUP") != "" {
-				prof = d.profileWhile(b, "rtbh", benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 20))
-			}
+			profile("api")
 			d.heapProfile("heap-api", false)
 			wc.waitReach(b, r0+int64(n), 30*time.Minute)
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
 			cpu, birdCPU := cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			b.StopTimer()
 			b.ReportMetric(d.gcCycles()-gc0, "gc-cycles")
-			prof()
+			profile("bird")
 			d.heapProfile("heap-bird", false)
 			// The reconciler records each route's status after BIRD
 			// may have it; the daemon is done (and its memory
@@ -145,6 +149,7 @@ func BenchmarkRTBH(b *testing.B) {
 			})
 			status := time.Since(t0)
 			statusCPU := cpuTime(b, d.pid()) - cpu0
+			prof()
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			d.heapProfile("heap-settled", true)
 			b.Logf("ours: API done after %v, BIRD full after %v, every status announced after %v",
