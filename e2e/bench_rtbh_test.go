@@ -94,7 +94,7 @@ func BenchmarkRTBH(b *testing.B) {
 			ctl := dialBird(b, bird)
 			r0 := wc.Reach()
 			b.StartTimer()
-			cpu0, bird0, gc0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid()), d.gcCycles()
+			cpu0, bird0, gc0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid()), d.gcCount()
 			t0 := time.Now()
 			// The profile starts at the phase RIBKEEPER_BENCH_PROF_AT names.
 			profAt := os.Getenv("RIBKEEPER_BENCH_PROF_AT")
@@ -135,7 +135,7 @@ func BenchmarkRTBH(b *testing.B) {
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
 			cpu, birdCPU := cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			b.StopTimer()
-			b.ReportMetric(d.gcCycles()-gc0, "gc-cycles")
+			b.ReportMetric(d.gcCount()-gc0, "gc-cycles")
 			profile("bird")
 			d.heapProfile("heap-bird", false)
 			// The reconciler records each route's status after BIRD
@@ -300,9 +300,9 @@ func (d *benchDaemon) heapProfile(name string, settled bool) {
 	}
 }
 
-// gcCycles is the daemon's count of completed GC cycles
+// gcCount is the daemon's count of completed GC cycles
 // (go_gc_duration_seconds_count of its /metrics), -1 when unreadable.
-func (d *benchDaemon) gcCycles() float64 {
+func (d *benchDaemon) gcCount() float64 {
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
