@@ -44,7 +44,19 @@ var rtbhNextHop = netip.MustParseAddr("192.0.2.99")
 // over the same process's settled RSS with the session up and no routes,
 // per route.
 //
-// RIBKEEPER_BENCH_PROFILE=DIR saves the daemon's heap profile at the end
+// gc-cycles (ours) counts the daemon's collection cycles from the first
+// call until BIRD held every route.
+// cpu-s and bird-cpu-s are the CPU time the speaker process and BIRD used
+// from the first call until BIRD held every route, cpu-status-s (ours)
+// the daemon's until every status read as announced: on a shared machine
+// they say what the load cost where the wall times cannot.
+//
+// RIBKEEPER_BENCH_PROFILE=DIR saves a CPU profile and trace of the daemon
+// over RIBKEEPER_BENCH_PROF_S seconds (default 20) from the first call
+// (rtbh-start.cpu.pb.gz, rtbh-start.trace: profileWhile), or from where
+// RIBKEEPER_BENCH_PROF_AT says: "api" the end of the API writes (the
+// speaker catching up alone), "bird" once BIRD held every route (the
+// statuses trailing); and its heap profile at the end
 // of the API writes (heap-api.pb.gz), once BIRD holds every route
 // (heap-bird.pb.gz) and once settled (heap-settled.pb.gz), from its
 // control socket: where the memory of the peak and of the steady state
@@ -56,8 +68,10 @@ func BenchmarkRTBH(b *testing.B) {
 		b.Fatalf("RIBKEEPER_BENCH_RTBH=%d: at most %d /32 routes fit under 10.0.0.0/8", n, 1<<24)
 	}
 	var wc *wireCounter
-	report := func(b *testing.B, el, write time.Duration, rss0, cur, early, peak int64) {
+	report := func(b *testing.B, el, write, cpu, birdCPU time.Duration, rss0, cur, early, peak int64) {
 		b.ReportMetric(float64(n), "routes")
+		b.ReportMetric(cpu.Seconds(), "cpu-s")
+		b.ReportMetric(birdCPU.Seconds(), "bird-cpu-s")
 		b.ReportMetric(float64(n)/el.Seconds(), "routes/s")
 		b.ReportMetric(el.Seconds(), "bird-s")
 		b.ReportMetric(write.Seconds(), "write-s")
@@ -80,7 +94,17 @@ func BenchmarkRTBH(b *testing.B) {
 			ctl := dialBird(b, bird)
 			r0 := wc.Reach()
 			b.StartTimer()
+			cpu0, bird0, gc0 := cpuTime(b, d.pid()), cpuTime(b, bird.Pid()), d.gcCount()
 			t0 := time.Now()
+			// The profile starts at the phase RIBKEEPER_BENCH_PROF_AT names.
+			profAt := os.Getenv("RIBKEEPER_BENCH_PROF_AT")
+			prof := func() {}
+			profile := func(at string) {
+				if at == profAt || (at == "start" && profAt == "") {
+					prof = d.profileWhile(b, "rtbh-"+at, benchEnv(b, "RIBKEEPER_BENCH_PROF_S", 20))
+				}
+			}
+			profile("start")
 			retries := 0
 			for i := 0; i < n; i += rtbhBatch {
 				reqs := rtbhRequests(i, min(i+rtbhBatch, n))
@@ -105,10 +129,14 @@ func BenchmarkRTBH(b *testing.B) {
 			}
 			b.ReportMetric(float64(retries), "retries-503")
 			write := time.Since(t0)
+			profile("api")
 			d.heapProfile("heap-api", false)
 			wc.waitReach(b, r0+int64(n), 30*time.Minute)
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
+			cpu, birdCPU := cpuTime(b, d.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			b.StopTimer()
+			b.ReportMetric(d.gcCount()-gc0, "gc-cycles")
+			profile("bird")
 			d.heapProfile("heap-bird", false)
 			// The reconciler records each route's status after BIRD
 			// may have it; the daemon is done (and its memory
@@ -120,12 +148,15 @@ func BenchmarkRTBH(b *testing.B) {
 				return err == nil && st.Rules != nil && st.Rules.Announced >= n
 			})
 			status := time.Since(t0)
+			statusCPU := cpuTime(b, d.pid()) - cpu0
+			prof()
 			cur, early, peak := settledRSS(b, d.pid(), nil)
 			d.heapProfile("heap-settled", true)
 			b.Logf("ours: API done after %v, BIRD full after %v, every status announced after %v",
 				write.Round(time.Millisecond), el.Round(time.Millisecond), status.Round(time.Millisecond))
-			report(b, el, write, rss0, cur, early, peak)
+			report(b, el, write, cpu, birdCPU, rss0, cur, early, peak)
 			b.ReportMetric(status.Seconds(), "status-s")
+			b.ReportMetric(statusCPU.Seconds(), "cpu-status-s")
 		}
 	})
 	b.Run("gobgp", func(b *testing.B) {
@@ -140,15 +171,17 @@ func BenchmarkRTBH(b *testing.B) {
 			ctl := dialBird(b, bird)
 			r0 := wc.Reach()
 			b.StartTimer()
+			cpu0, bird0 := cpuTime(b, raw.pid()), cpuTime(b, bird.Pid())
 			t0 := time.Now()
 			secs, _ := strconv.ParseFloat(raw.do(fmt.Sprintf("rtbh 0 %d", n))[0], 64)
 			wc.waitReach(b, r0+int64(n), 30*time.Minute)
 			el := waitTable(b, ctl, "up4", n, 30*time.Minute).Sub(t0)
+			cpu, birdCPU := cpuTime(b, raw.pid())-cpu0, cpuTime(b, bird.Pid())-bird0
 			b.StopTimer()
 			cur, early, peak := settledRSS(b, raw.pid(), func() { raw.do("release") })
 			write := time.Duration(secs * float64(time.Second))
 			b.Logf("gobgp: AddPath done after %v, BIRD full after %v", write.Round(time.Millisecond), el.Round(time.Millisecond))
-			report(b, el, write, rss0, cur, early, peak)
+			report(b, el, write, cpu, birdCPU, rss0, cur, early, peak)
 		}
 	})
 }
@@ -265,4 +298,31 @@ func (d *benchDaemon) heapProfile(name string, settled bool) {
 		}
 		os.WriteFile(filepath.Join(dir, name+".memstats"), []byte(strings.Join(stats, "\n")+"\n"), 0o644)
 	}
+}
+
+// gcCount is the daemon's count of completed GC cycles
+// (go_gc_duration_seconds_count of its /metrics), -1 when unreadable.
+func (d *benchDaemon) gcCount() float64 {
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", d.socket)
+		},
+	}}
+	resp, err := hc.Get("http://ribkeeper/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_gc_duration_seconds_count "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
