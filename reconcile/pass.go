@@ -24,7 +24,9 @@ func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (ne
 	nextRetry = r.nextRetry(now)
 	res.Duration = r.now().Sub(now)
 	if !res.DryRun {
-		r.changeCount.Add(uint64(res.Added + res.Updated - res.counted + res.Withdrawn + res.Finished))
+		// max: a count never goes back, even if a pass's own tally of
+		// its additions ever disagreed with what announceAll counted.
+		r.changeCount.Add(uint64(max(0, res.Added+res.Updated-res.counted) + res.Withdrawn + res.Finished))
 	}
 
 	r.mu.Lock()
