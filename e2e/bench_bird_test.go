@@ -229,6 +229,10 @@ func BenchmarkRestartGR(b *testing.B) {
 		d := startBenchDaemon(b, rkPort, benchBirdAddr, bird.Port, "graceful_restart = true\nrestart_time = \"300s\"")
 		waitFor(b, 60*time.Second, "BGP session with BIRD established", func() bool { return bird.Established(0) })
 		addRules(b, d.client, 0, n, apiBatch, "")
+		// The load first: the short rule's 3 s must not pass while the
+		// speaker still catches up with the load (it would expire before
+		// its turn and never reach BIRD).
+		waitCount(b, bird, "ft4", n, 10*time.Minute)
 		short, _, err := d.client.AddRule(context.Background(), api.AddRuleRequest{Text: ruleText(n), TTL: "3s"})
 		if err != nil {
 			b.Fatal(err)

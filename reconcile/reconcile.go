@@ -262,8 +262,11 @@ type Reconciler struct {
 	wake  signal
 
 	running atomic.Bool
-	// settled counts the compactions the settle timer made (Run).
-	settled atomic.Uint64
+	// settled counts the compactions the settle timer made (Run);
+	// rowsCompact says the loop left no rows scattered (source.scattered)
+	// after its last pass or compaction, by either kind of compaction.
+	settled     atomic.Uint64
+	rowsCompact atomic.Bool
 
 	mu   sync.Mutex
 	last PassResult
@@ -455,6 +458,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 				r.settled.Add(1)
 				r.log.Debug("rows read since the last complete read compacted after the burst", "rows", len(r.src.rows))
 			}
+			r.rowsCompact.Store(!r.src.scattered())
 			continue
 		case snap = <-snaps:
 			reading = false
@@ -472,6 +476,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		} else {
 			settle.Stop()
 		}
+		r.rowsCompact.Store(!r.src.scattered())
 		r.arm(expiry, nextExpiry)
 		r.arm(retry, nextRetry)
 	}
