@@ -986,36 +986,3 @@ func TestBurstCompactedOnceSettled(t *testing.T) {
 		})
 	}
 }
-
-// TestChangeCountDuringPass: the additions of a pass count in ChangeCount
-// as each batch returns from the speaker, not when the pass ends (main's
-// memory tuning tells a burst from quiet by it), and each counts once.
-func TestChangeCountDuringPass(t *testing.T) {
-	r, st, sp := newTest(t, Config{})
-	const n = 3 * announceBatch
-	for i := range n {
-		st.add(testRule(t, i, discard()), time.Time{})
-	}
-	// The first rule of the third batch waits: one of the first two
-	// batches returned before it started.
-	reached, release := make(chan struct{}), make(chan struct{})
-	sp.announceErr = func(flowspec.Rule) error {
-		if sp.calls == 2*announceBatch+1 {
-			close(reached)
-			<-release
-		}
-		return nil
-	}
-	done := make(chan PassResult)
-	go func() { done <- pass(t, r) }()
-	<-reached
-	got := r.ChangeCount()
-	close(release)
-	res := <-done
-	if got < announceBatch {
-		t.Errorf("ChangeCount during the pass = %d, want at least the %d of a returned batch", got, announceBatch)
-	}
-	if res.Added != n || r.ChangeCount() != n {
-		t.Errorf("after the pass: added %d, ChangeCount %d; want %d each", res.Added, r.ChangeCount(), n)
-	}
-}

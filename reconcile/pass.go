@@ -24,9 +24,7 @@ func (r *Reconciler) runPass(ctx context.Context, full bool, snap *snapshot) (ne
 	nextRetry = r.nextRetry(now)
 	res.Duration = r.now().Sub(now)
 	if !res.DryRun {
-		// max: a count never goes back, even if a pass's own tally of
-		// its additions ever disagreed with what announceAll counted.
-		r.changeCount.Add(uint64(max(0, res.Added+res.Updated-res.counted) + res.Withdrawn + res.Finished))
+		r.changeCount.Add(uint64(res.Added + res.Updated + res.Withdrawn + res.Finished))
 	}
 
 	r.mu.Lock()
@@ -597,9 +595,6 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 	// returned has a value for each batch the speaker took: the loop
 	// reads the store's next changes after each (see readAhead).
 	returned := make(chan struct{}, batches)
-	// The changes each batch made count at once (ChangeCount), not when
-	// the pass ends; counted is how many, for the pass's own count.
-	var counted atomic.Int64
 	wait := startEach(batches, announceParallel, func() bool { return ctx.Err() != nil }, func(b int) {
 		lo, hi := b*announceBatch, min((b+1)*announceBatch, len(todo))
 		rules := make([]flowspec.Rule, hi-lo)
@@ -607,22 +602,15 @@ func (r *Reconciler) announceAll(ctx context.Context, items []Item, kind string,
 			rules[i] = todo[lo+i].Rule()
 		}
 		copy(errs[lo:hi], r.s.Announce(ctx, rules))
-		n := 0
 		for i := lo; i < hi; i++ {
 			done[i] = true
-			if errs[i] == nil {
-				n++
-			}
 		}
-		counted.Add(int64(n))
-		r.changeCount.Add(uint64(n))
 		returned <- struct{}{}
 	})
 	if len(todo) >= readAheadMin {
 		r.readAhead(ctx, batches, returned)
 	}
 	wait()
-	res.counted += int(counted.Load())
 	for i, it := range todo {
 		if !done[i] {
 			continue // interrupted: the caller reports it

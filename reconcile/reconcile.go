@@ -223,9 +223,6 @@ type PassResult struct {
 	// partial is set for a pass that could not compare the desired state
 	// with the RIB (either unreadable) or was interrupted.
 	partial bool
-	// counted is how many of Added and Updated ChangeCount already holds:
-	// announceAll counts each batch as the speaker takes it.
-	counted int
 }
 
 // Changed reports whether the pass changed (or in a dry run would change)
@@ -333,15 +330,12 @@ func (r *Reconciler) now() time.Time { return r.clock.Now() }
 func (r *Reconciler) Trigger() { r.wake.notify() }
 
 // ChangeCount returns how many paths the passes so far added, updated,
-// withdrawn or finished (dry runs count nothing). It only grows, and
-// during a pass too: the additions and updates count as each batch of
-// them returns from the speaker. The memory tuning of main (memory.go)
-// tells a burst from quiet by it, and a pass of a bulk load hands GoBGP
-// 100,000 paths and more over tens of seconds; counted only at the pass's
-// end, the count stood still that long: the burst's headroom dropped
-// (a collection cycle every doubling of the heap again) and the burst
-// looked over (a forced collection and the heap's free pages handed back
-// to the OS, to be taken again at once).
+// withdrawn or finished (dry runs count nothing). It only grows, at the
+// end of each pass. (Counted as each batch of a pass returned from the
+// speaker instead, the burst headroom of main's memory tuning stayed on
+// through a whole bulk load: at 100,000 rules through the API the daemon
+// used 10.7–11.9 CPU-s instead of 7.7–9.0 and settled 376–391 MB of RSS
+// instead of 309–337, two rounds each in turn.)
 func (r *Reconciler) ChangeCount() uint64 { return r.changeCount.Load() }
 
 // WorkCount returns ChangeCount plus how many rule statuses the passes
