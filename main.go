@@ -384,7 +384,13 @@ func serve(ctx context.Context, cfg *config.Config, acceptNewStore bool, stderr 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fail(name, f(ctx))
+			err := f(ctx)
+			if err == nil && ctx.Err() == nil {
+				// Every part runs until the daemon stops: one that
+				// returns on its own is a defect, not a clean stop.
+				err = fmt.Errorf("stopped on its own while the daemon was running (a defect: report it with this log); restart ribkeeper")
+			}
+			fail(name, err)
 			cancel() // one part stopping stops all
 		}()
 	}

@@ -219,8 +219,15 @@ func floorPercent(live, floor uint64, def int) int {
 // burst of path changes (changes, the reconciler's ChangeCount; nil: none)
 // starts or ends, looking at each tick, until ctx ends; then it restores
 // the setting it found.
+//
+// It returns only when ctx ends, even when it has nothing to do (an
+// operator's GOGC or GOMEMLIMIT, a runtime without those metrics): the
+// daemon runs it as one of its parts, and a part that returns stops them
+// all (measured: with GOMEMLIMIT set, ribkeeper serve stopped a
+// millisecond after it started, with exit status 0).
 func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, ticks <-chan time.Time, changes func() uint64) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		<-ctx.Done()
 		return
 	}
 	select {
@@ -232,6 +239,7 @@ func keepHeapFloor(ctx context.Context, after <-chan struct{}, floor uint64, tic
 	metrics.Read(s)
 	for _, v := range s {
 		if v.Value.Kind() != metrics.KindUint64 {
+			<-ctx.Done()
 			return
 		}
 	}

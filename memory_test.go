@@ -7,6 +7,7 @@ import (
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -346,5 +347,34 @@ func TestKeepHeapFloorBurst(t *testing.T) {
 	<-done
 	if got := gcPercent(); got != before {
 		t.Errorf("GC percent %d after the floor ended, want %d as before", got, before)
+	}
+}
+
+// TestKeepHeapFloorLeftAloneRunsUntilCancelled: with an operator's GOGC
+// or GOMEMLIMIT, keepHeapFloor does nothing, and still returns only when
+// its context ends; the daemon runs it as a part, and a part that returns
+// stops the daemon (TestServesWithOperatorGCSettings in e2e/).
+func TestKeepHeapFloorLeftAloneRunsUntilCancelled(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Run(env, func(t *testing.T) {
+			val := "150"
+			if env == "GOMEMLIMIT" {
+				val = "1GiB"
+			}
+			t.Setenv(env, val)
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				returned := make(chan struct{})
+				go func() { keepHeapFloor(ctx, nil, heapFloor, nil, nil); close(returned) }()
+				synctest.Wait() // keepHeapFloor has returned or is blocked for good
+				select {
+				case <-returned:
+					t.Fatalf("keepHeapFloor returned before its context ended, with %s set", env)
+				default:
+				}
+				cancel()
+				<-returned
+			})
+		})
 	}
 }
