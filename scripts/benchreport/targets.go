@@ -273,8 +273,13 @@ var targets = []target{
 			if st, ok := g("BenchmarkRTBH/ours", "status-s"); ok {
 				s += fmt.Sprintf(", every status announced after %s s", num(st))
 			}
-			if r, ok := g("BenchmarkRTBH/gobgp", "routes/s"); ok {
-				s += fmt.Sprintf("; raw GoBGP %s routes/s", num(r))
+			if r, ok := g("BenchmarkRTBH/gobgp", "routes/s"); ok && r > 0 {
+				s += fmt.Sprintf("; raw GoBGP %s routes/s (ribkeeper %s×)", num(r), num(v/r))
+			}
+			if c, ok := g("BenchmarkRTBH/ours", "cpu-s"); ok {
+				if rc, ok := g("BenchmarkRTBH/gobgp", "cpu-s"); ok {
+					s += fmt.Sprintf("; the speaker process's CPU until BIRD held all: %s vs raw GoBGP %s CPU-s", num(c), num(rc))
+				}
 			}
 			return s, v >= 50000, true
 		},
@@ -288,8 +293,8 @@ var targets = []target{
 				return "", false, false
 			}
 			s := fmt.Sprintf("%s MB", num(v))
-			if r, ok := g("BenchmarkRTBH/gobgp", "MB-peak"); ok {
-				s += fmt.Sprintf("; raw GoBGP %s MB", num(r))
+			if r, ok := g("BenchmarkRTBH/gobgp", "MB-peak"); ok && r > 0 {
+				s += fmt.Sprintf("; raw GoBGP %s MB (ribkeeper %s×)", num(r), num(v/r))
 			}
 			return s, v < 1536, true
 		},
