@@ -234,6 +234,30 @@ func TestFloorPercent(t *testing.T) {
 	}
 }
 
+// TestCeilPercent: past the ceiling of live heap the goal is the live
+// heap plus the ceiling, and GOGC never below minPercent; below it, and
+// with the collector off (-1), the percent given.
+func TestCeilPercent(t *testing.T) {
+	for _, c := range []struct {
+		live, ceiling uint64
+		pct, want     int
+	}{
+		{100 << 20, 512 << 20, 100, 100}, // a goal 100 MB above: under the ceiling
+		{512 << 20, 512 << 20, 100, 100}, // exactly at it
+		{1024 << 20, 512 << 20, 100, 50}, // 1 GiB live: 512 MiB above, not 1 GiB
+		{1024 << 20, 512 << 20, 40, 40},  // already under it
+		{2048 << 20, 512 << 20, 100, 25}, // 2 GiB live: a quarter
+		{8192 << 20, 512 << 20, 100, 25}, // never below minPercent
+		{1024 << 20, 512 << 20, 433, 50}, // a floor's percent is capped too
+		{1024 << 20, 512 << 20, -1, -1},  // the collector off: left alone
+		{0, 512 << 20, 100, 100},         // live not known
+	} {
+		if got := ceilPercent(c.live, c.ceiling, c.pct); got != c.want {
+			t.Errorf("ceilPercent(%d MiB, %d MiB, %d) = %d, want %d", c.live>>20, c.ceiling>>20, c.pct, got, c.want)
+		}
+	}
+}
+
 // TestKeepHeapFloor: once started, a cycle with a small live heap raises
 // GOGC so that the goal is the floor; a later cycle with a live heap past
 // half the floor brings the default back; when it ends, the setting found
