@@ -186,3 +186,19 @@ func TestBatchTooLargeSaysWhatFits(t *testing.T) {
 		t.Errorf("body_too_large: %s", body)
 	}
 }
+
+// A rules file saved by a Windows editor (a byte order mark first, CRLF
+// line ends) is read as the same rules.
+func TestCLIAddFileBOMCRLF(t *testing.T) {
+	ts, st := startFileServer(t, 9)
+	in := "\uFEFFmatch destination 192.0.2.1/32 then discard\r\n# a comment\r\n\r\nmatch destination 192.0.2.2/32 then discard\r\n"
+	var stdout, stderr bytes.Buffer
+	code := cli.RunWithStdin(context.Background(), cli.NewClient(ts.sock, 0), strings.NewReader(in),
+		[]string{"rule", "add", "--file", "-"}, &stdout, &stderr)
+	if code != 0 || len(strings.Fields(stdout.String())) != 2 {
+		t.Fatalf("rule add --file - (BOM, CRLF): exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if n := activeCount(t, st); n != 2 {
+		t.Errorf("%d active rules, want 2", n)
+	}
+}

@@ -129,6 +129,13 @@ func TestCLISetApply(t *testing.T) {
 	if code != 0 || out != "set feed: 3 rules: 0 created, 0 updated, 0 withdrawn, 3 unchanged\n" {
 		t.Fatalf("set apply - (unchanged): exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// The same feed saved by a Windows editor: a byte order mark first,
+	// CRLF line ends.
+	windows := "\uFEFF" + strings.ReplaceAll(strings.TrimPrefix(feed, "# blocklist\n"), "\n", "\r\n")
+	code, out, errOut = run(windows, "set", "apply", "--reason", "feed v1", "feed", "-")
+	if code != 0 || out != "set feed: 3 rules: 0 created, 0 updated, 0 withdrawn, 3 unchanged\n" {
+		t.Fatalf("set apply - (BOM, CRLF): exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	code, out, errOut = run("route 203.0.113.1/32 then blackhole\nroute 203.0.113.4/32 then blackhole\n", "set", "apply", "--reason", "feed v1", "feed", "-")
 	if code != 0 || out != "set feed: 2 rules: 1 created, 0 updated, 2 withdrawn, 1 unchanged\n" {
 		t.Fatalf("set apply - (changed): exit %d, stdout %q, stderr %q", code, out, errOut)

@@ -34,6 +34,18 @@ const fileBatchRules = 2000
 // maxFileLineBytes bounds one line of a rules file.
 const maxFileLineBytes = 64 << 10
 
+// lineText is the rule text of line no (1-based) of a rules file: the
+// line without the spaces around it (a Windows editor's \r too), and on
+// the first line without the UTF-8 byte order mark some editors write at
+// the start of a file (it would be read as part of the first rule, which
+// the daemon refuses as text it cannot parse).
+func lineText(no int, line string) string {
+	if no == 1 {
+		line = strings.TrimPrefix(line, "\uFEFF")
+	}
+	return strings.TrimSpace(line)
+}
+
 // fileLine is one rule text of a file and where it was.
 type fileLine struct {
 	no   int // 1-based line number
@@ -61,7 +73,7 @@ func readRuleFile(path string, in io.Reader) ([]fileLine, error) {
 		nbad  int
 	)
 	for no := 1; sc.Scan(); no++ {
-		text := strings.TrimSpace(sc.Text())
+		text := lineText(no, sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}

@@ -110,7 +110,7 @@ func setBody(in io.Reader, file string, tmpl api.AddRuleRequest) ([]byte, []int,
 	)
 	for sc.Scan() {
 		n++
-		text := strings.TrimSpace(sc.Text())
+		text := lineText(n, sc.Text())
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
