@@ -14,7 +14,7 @@ package e2e
 // write by write (interleave, bench_latency_test.go).
 
 import (
-	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -166,24 +166,9 @@ func (s *bulkSide) report(b *testing.B, other *bulkSide) {
 		b.Fatal("no rounds measured")
 	}
 	m := s.metrics(other)
-	for _, unit := range slices.Sorted(func(yield func(string) bool) {
-		for u := range m {
-			if !yield(u) {
-				return
-			}
-		}
-	}) {
+	for _, unit := range slices.Sorted(maps.Keys(m)) {
 		b.ReportMetric(m[unit], unit)
 	}
-}
-
-// String is the rounds in one line, for the log.
-func (s *bulkSide) String() string {
-	parts := make([]string, len(s.runs))
-	for i, r := range s.runs {
-		parts[i] = fmt.Sprintf("%.0f rules/s %.2f cpu-s", r.rate(), r.cpu.Seconds())
-	}
-	return strings.Join(parts, "; ")
 }
 
 // TestBulkSideReport checks BenchmarkBulk's rounds: the order of the

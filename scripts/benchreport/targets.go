@@ -20,6 +20,13 @@ type target struct {
 // getter looks a metric up by benchmark name (without package and -procs).
 type getter func(name, unit string) (float64, bool)
 
+// num is the metric unit of benchmark name as a figure ("0" when the run
+// has none).
+func (g getter) num(name, unit string) string {
+	v, _ := g(name, unit)
+	return num(v)
+}
+
 func ratio(num, den, unit string, good func(float64) bool, format string) func(getter) (string, bool, bool) {
 	return func(g getter) (string, bool, bool) {
 		a, ok1 := g(num, unit)
@@ -48,23 +55,7 @@ var targets = []target{
 	{
 		what: "Bulk: API → BIRD rate, ribkeeper ÷ raw GoBGP v4 (batched AddPath)",
 		goal: "≥ 0.8×",
-		eval: func(g getter) (string, bool, bool) {
-			if fig, met, ok := bulkRounds(g, 0.8); ok {
-				return fig, met, ok
-			}
-			fig, met, ok := ratio("BenchmarkBulk/ours", "BenchmarkBulk/gobgp", "rules/s",
-				func(r float64) bool { return r >= 0.8 }, "%.2f× (%s %s vs %s %s %s)")(g)
-			if !ok {
-				return fig, met, ok
-			}
-			for _, who := range []string{"ours", "gobgp", "exabgp"} {
-				if u, ok := g("BenchmarkBulk/"+who, "updates"); ok {
-					rate, _ := g("BenchmarkBulk/"+who, "rules/s")
-					fig += fmt.Sprintf("; %s %s rules/s in %s UPDATEs", who, num(rate), num(u))
-				}
-			}
-			return fig, met, true
-		},
+		eval: func(g getter) (string, bool, bool) { return bulkRounds(g, 0.8) },
 	},
 	{
 		what: "Restart with graceful restart: BIRD's smallest table during a kill -9 restart, % of N",
@@ -419,7 +410,7 @@ func roundSpread(g getter, bench string) string {
 // turn (e2e/bench_rounds_test.go): the median of the per-round ratios
 // against goal, with each round's ratio, how many met the goal, and each
 // side's median rate and CPU with their spread. ok is false for a run
-// without rounds.
+// without BenchmarkBulk.
 func bulkRounds(g getter, goal float64) (fig string, met, ok bool) {
 	const o, r = "BenchmarkBulk/ours", "BenchmarkBulk/gobgp"
 	x, ok := g(o, "x-gobgp")
@@ -427,10 +418,7 @@ func bulkRounds(g getter, goal float64) (fig string, met, ok bool) {
 		return "", false, false
 	}
 	n, _ := g(o, "rounds")
-	v := func(name, unit string) string {
-		f, _ := g(name, unit)
-		return num(f)
-	}
+	v := g.num
 	var each []string
 	for i := 1; i <= int(n); i++ {
 		if xi, ok := g(o, fmt.Sprintf("x-gobgp-r%d", i)); ok {
@@ -453,23 +441,14 @@ func bulkRounds(g getter, goal float64) (fig string, met, ok bool) {
 // churnBounded judges BenchmarkChurn: ours' verdict on the live-heap
 // floors of its two windows after warm-up (e2e/bench_churnmem_test.go),
 // with the peaks, RSS and compactions of each window, and raw GoBGP's
-// beside. A run from before the windows is judged on its halves' RSS
-// peaks, as it was.
+// beside. ok is false for a run without BenchmarkChurn.
 func churnBounded(g getter) (string, bool, bool) {
 	const o, r = "BenchmarkChurn/ours", "BenchmarkChurn/gobgp"
-	v := func(name, unit string) string {
-		f, _ := g(name, unit)
-		return num(f)
-	}
+	v := g.num
 	n, _ := g(o, "rules")
 	verdict, ok := g(o, "bounded")
 	if !ok {
-		p1, ok1 := g(o, "MB-peak-1st-half")
-		p2, ok2 := g(o, "MB-peak-2nd-half")
-		if !ok1 || !ok2 || p1 == 0 {
-			return "", false, false
-		}
-		return fmt.Sprintf("peak RSS %s MB in the first half, %s MB in the second (%s rules)", num(p1), num(p2), num(n)), p2 <= 1.15*p1, true
+		return "", false, false
 	}
 	side := func(name string) string {
 		return fmt.Sprintf("live heap floor %s → %s MB (peaks %s, %s MB), RSS floor %s → %s MB (peaks %s, %s MB)",
